@@ -26,6 +26,9 @@ class SpanTarget(BaseModel):
     agent_id: str | None = None
     service_name: str | None = None
     model: str | None = None
+    provider: str | None = None  # gen_ai.provider.name (or the older gen_ai.system, llm.provider)
+    input_tokens: int | None = None  # the scored span's own usage, when it reports it
+    output_tokens: int | None = None
     end_time_unix_nano: int = 0
     sampled: bool = True
 

@@ -1,0 +1,165 @@
+"""Decoded OTLP traces → scorer runs: select cheaply, then map only what was selected."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
+
+from sidecar.conventions import names
+from sidecar.conventions.attributes import attributes_dict
+from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
+from sidecar.conventions.selection import Selection, SpanKind, classify, sample_score
+from sidecar.runs import ScorerRunRequest
+
+__all__ = ["DEFAULT_SELECTION", "MappingResult", "RejectReason", "SkipCounts", "SpanReject", "spans_to_runs"]
+
+DEFAULT_SELECTION = Selection()
+RejectReason = Literal["invalid_span", "too_large", "unmappable"]
+# What per-span mapping may raise on hostile content; anything else is a bug and propagates.
+_MAPPING_ERRORS = (ValueError, TypeError, KeyError, RecursionError)
+_DETAIL_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class SpanReject:
+    """A selected span that cannot become a run; it goes to the dead-letter topic."""
+
+    trace_id: str
+    span_id: str
+    reason: RejectReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkipCounts:
+    """Candidate spans (of a selected kind) that were deliberately not scored."""
+
+    internal: int = 0  # the sidecar's own spans (loop guard)
+    filtered: int = 0  # service, agent or attribute filters
+    sampled_out: int = 0
+    no_content: int = 0  # no messages at all, e.g. content capture switched off
+
+
+@dataclass(frozen=True, slots=True)
+class MappingResult:
+    runs: tuple[ScorerRunRequest, ...] = ()
+    rejects: tuple[SpanReject, ...] = ()
+    skipped: SkipCounts = field(default_factory=SkipCounts)
+    spans_seen: int = 0
+
+
+def _service_name(resource_attributes: Any) -> str | None:
+    for kv in resource_attributes:
+        if kv.key == names.SERVICE_NAME:
+            return str(kv.value.string_value)
+    return None
+
+
+def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+    return tuple(
+        (e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.MESSAGE_EVENTS
+    )
+
+
+def _sampled(flags: int) -> bool:
+    # Span.flags carries W3C trace flags only when the exporter sets them (Go, Java, the Collector);
+    # Python's encoder leaves 0. A span that was exported without flags was sampled.
+    return bool(flags & 0x01) if flags else True
+
+
+def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[str, Any]) -> SpanView:
+    parent = span.parent_span_id
+    return SpanView(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_span_id=parent.hex() if len(parent) == 8 else None,
+        name=span.name,
+        kind=kind,
+        start_time_unix_nano=span.start_time_unix_nano,
+        end_time_unix_nano=span.end_time_unix_nano,
+        sampled=_sampled(span.flags),
+        service_name=service,
+        attributes=attributes,
+        events=_events(span) if span.events else (),
+    )
+
+
+def spans_to_runs(
+    traces: TracesData | ExportTraceServiceRequest, selection: Selection = DEFAULT_SELECTION
+) -> MappingResult:
+    """Every selected span of ``traces`` as a scorer run, or as a reject with its reason.
+
+    Never raises on span content: malformed content becomes a :class:`SpanReject`.
+    """
+    runs: list[ScorerRunRequest] = []
+    rejects: list[SpanReject] = []
+    internal = filtered = sampled_out = no_content = seen = 0
+    kinds = selection.kinds
+    rate = selection.sample_rate
+    limit = selection.max_input_bytes
+    check_agents = bool(selection.agents.include or selection.agents.exclude)
+    for resource_spans in traces.resource_spans:
+        service = _service_name(resource_spans.resource.attributes)
+        own_resource = service == names.SIDECAR_SERVICE_NAME
+        service_allowed = selection.services.allows(service)
+        for scope_spans in resource_spans.scope_spans:
+            spans = scope_spans.spans
+            seen += len(spans)
+            for span in spans:
+                kind, own_span = classify(span.attributes)
+                if kind is None or kind not in kinds:
+                    continue
+                if own_resource or own_span:
+                    internal += 1
+                    continue
+                if not service_allowed:
+                    filtered += 1
+                    continue
+                trace_id = span.trace_id
+                if len(trace_id) != 16 or len(span.span_id) != 8 or not any(trace_id):
+                    rejects.append(
+                        SpanReject(
+                            trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed"
+                        )
+                    )
+                    continue
+                if rate < 1.0 and sample_score(trace_id) >= rate:
+                    sampled_out += 1
+                    continue
+                size = span.ByteSize()
+                if size > limit:
+                    rejects.append(
+                        SpanReject(
+                            trace_id.hex(), span.span_id.hex(), "too_large", f"span is {size} bytes > {limit}"
+                        )
+                    )
+                    continue
+                attributes = attributes_dict(span.attributes)
+                if (check_agents and not selection.agents.allows(agent_name_of(attributes))) or not all(
+                    p.holds(attributes) for p in selection.where
+                ):
+                    filtered += 1
+                    continue
+                view = _view(span, kind, service, attributes)
+                try:
+                    run = map_span(view)
+                except _MAPPING_ERRORS as exc:
+                    detail = f"{exc.__class__.__name__}: {exc}"[:_DETAIL_LIMIT]
+                    rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
+                    continue
+                if run is None:
+                    no_content += 1
+                else:
+                    runs.append(run)
+    return MappingResult(
+        runs=tuple(runs),
+        rejects=tuple(rejects),
+        skipped=SkipCounts(
+            internal=internal, filtered=filtered, sampled_out=sampled_out, no_content=no_content
+        ),
+        spans_seen=seen,
+    )
