@@ -1,0 +1,93 @@
+"""Dead letters: what could not be scored, why, and how many, by reason.
+
+A dead-letter record carries the **original record bytes and headers** unchanged, plus headers
+naming the reason and the source (topic, partition, offset). A rejected span inside an otherwise
+good record produces one dead-letter record per span, again with the original record bytes, and
+``x-dead-letter-trace-id`` / ``x-dead-letter-span-id`` naming the span: replaying the record
+through a fixed sidecar reproduces exactly the failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sidecar.conventions import names
+
+__all__ = ["DeadLetter", "DeadLetterCounter", "DeadLetterReason", "RecordSource", "dead_letter_headers"]
+
+
+class DeadLetterReason(StrEnum):
+    DECODE_ERROR = "decode_error"  # the record is not OTLP in the configured encoding
+    RECORD_TOO_LARGE = "record_too_large"  # the record exceeds max_record_bytes; not decoded
+    INVALID_SPAN = "invalid_span"  # a selected span with malformed ids
+    TOO_LARGE = "too_large"  # a selected span over max_input_bytes: reported, never scored as 0
+    UNMAPPABLE = "unmappable"  # a selected span whose messages cannot be parsed
+    INTERNAL_ERROR = "internal_error"  # a bug met this record; it is set aside so the partition moves on
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    reason: DeadLetterReason
+    detail: str = ""
+    trace_id: str | None = None  # set for span-level dead letters
+    span_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSource:
+    """Where a Kafka record came from, and what it carried."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def dead_letter_headers(letter: DeadLetter, source: RecordSource, encoding: str) -> list[tuple[str, bytes]]:
+    """The original headers followed by the dead-letter headers (header values are UTF-8)."""
+    added = [
+        (names.DL_REASON, letter.reason.value),
+        (names.DL_SOURCE_TOPIC, source.topic),
+        (names.DL_SOURCE_PARTITION, str(source.partition)),
+        (names.DL_SOURCE_OFFSET, str(source.offset)),
+        (names.DL_ENCODING, encoding),
+    ]
+    if letter.detail:
+        added.append((names.DL_DETAIL, letter.detail))
+    if letter.trace_id is not None:
+        added.append((names.DL_TRACE_ID, letter.trace_id))
+    if letter.span_id is not None:
+        added.append((names.DL_SPAN_ID, letter.span_id))
+    return [*source.headers, *((k, v.encode("utf-8", errors="replace")) for k, v in added)]
+
+
+class DeadLetterCounter:
+    """Dead letters counted by reason. Thread-safe, so a metrics scrape thread can read it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def add(self, letters: Sequence[DeadLetter]) -> None:
+        with self._lock:
+            for letter in letters:
+                self._counts[letter.reason.value] = self._counts.get(letter.reason.value, 0) + 1
+
+    def count(self, reason: DeadLetterReason | str) -> int:
+        with self._lock:
+            return self._counts.get(str(reason), 0)
+
+    def counts(self) -> Mapping[str, int]:
+        """A snapshot: reason value → count, every reason listed (zero included)."""
+        with self._lock:
+            return {r.value: self._counts.get(r.value, 0) for r in DeadLetterReason}
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
