@@ -1,0 +1,232 @@
+"""One prompt step's judge execution: attempts, the structured-output fallback, the record.
+
+Attempt 1 asks for the step's schema natively (``response_format`` json_schema). If what comes back
+fails *format* validation (unparseable, schema violation, no object), a single fallback attempt asks
+for JSON in the prompt instead. Provider errors never trigger the fallback: a 503 is not the model
+misunderstanding the format. ``generate_reason`` is free text and has exactly one attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sidecar.scoring.judge.client import CallResult, JudgeClient
+from sidecar.scoring.judge.errors import (
+    JSONParseError,
+    JudgeError,
+    NoObjectGeneratedError,
+    StructuredOutputError,
+    TypeValidationError,
+)
+from sidecar.scoring.judge.model import Judge
+from sidecar.scoring.judge.pricing import estimate_cost_usd
+from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse
+from sidecar.scoring.types import (
+    JudgeCall,
+    JudgeCost,
+    JudgeErrorInfo,
+    JudgeExecution,
+    JudgeExecutionFailure,
+    JudgeExecutionSuccess,
+    JudgeUsage,
+    StepName,
+)
+
+__all__ = ["StepOutcome", "execute_prompt_step", "fallback_prompt", "parse_structured"]
+
+_FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    execution: JudgeExecution
+    value: Any  # validated output (model instance or text); None when the execution failed
+    error: JudgeError | None
+
+
+def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: str | None) -> BaseModel:
+    """Strictly validate judge text against the schema; every failure is a format error."""
+    if text is None or not text.strip():
+        raise NoObjectGeneratedError(
+            "the judge returned no content", raw_output=text, finish_reason=finish_reason
+        )
+    candidate = text.strip()
+    fenced = _FENCE.match(candidate)
+    if fenced:
+        candidate = fenced.group(1).strip()
+    try:
+        data = json.loads(candidate)
+    except ValueError as exc:
+        raise JSONParseError(
+            f"the judge's output is not valid JSON: {exc}", raw_output=text, finish_reason=finish_reason
+        ) from exc
+    if not isinstance(data, dict):
+        raise NoObjectGeneratedError(
+            f"the judge returned JSON {type(data).__name__}, not an object",
+            raw_output=text,
+            finish_reason=finish_reason,
+        )
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise TypeValidationError(
+            f"the judge's output does not match the schema: {problems}",
+            raw_output=text,
+            finish_reason=finish_reason,
+        ) from exc
+
+
+def _schema_json(schema: type[BaseModel]) -> dict[str, Any]:
+    return schema.model_json_schema(by_alias=True)
+
+
+def native_response_format(schema: type[BaseModel], step: StepName) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": f"{step}_output", "schema": _schema_json(schema)}}
+
+
+def fallback_prompt(prompt: str, schema: type[BaseModel]) -> str:
+    return (
+        f"{prompt}\n\nRespond with a single JSON object and nothing else (no prose, no code fence). "
+        f"It must match this JSON Schema:\n{json.dumps(_schema_json(schema))}"
+    )
+
+
+def _messages(judge: Judge, prompt: str) -> tuple[dict[str, str], ...]:
+    if judge.instructions:
+        return ({"role": "system", "content": judge.instructions}, {"role": "user", "content": prompt})
+    return ({"role": "user", "content": prompt},)
+
+
+def _sum_usage(responses: list[ChatResponse]) -> JudgeUsage | None:
+    usages = [r.usage for r in responses if r.usage is not None]
+    if not usages:
+        return None
+    total = usages[0]
+    for usage in usages[1:]:
+        total = total + usage
+    return total
+
+
+def _sum_cost(responses: list[ChatResponse]) -> JudgeCost | None:
+    costs = [r.provider_cost for r in responses if r.provider_cost is not None]
+    if not costs:
+        return None
+    return JudgeCost(amount=sum(c.amount for c in costs), unit=costs[0].unit, source=costs[0].source)
+
+
+async def execute_prompt_step(
+    *,
+    client: JudgeClient,
+    judge: Judge,
+    step: StepName,
+    prompt: str,
+    output_schema: type[BaseModel] | None,
+    started: float,
+) -> StepOutcome:
+    """Run the step's judge call(s); ``started`` is ``perf_counter()`` from before create_prompt."""
+    model = judge.model
+    responses: list[ChatResponse] = []
+    calls: list[JudgeCall] = []
+    attempts = 0
+
+    async def attempt(text: str, response_format: dict[str, Any] | None) -> CallResult:
+        nonlocal attempts
+        attempts += 1
+        result = await client.call(ChatRequest(_messages(judge, text), response_format))
+        calls.extend(result.calls)
+        if result.response is not None:
+            responses.append(result.response)
+        return result
+
+    def mark_invalid() -> None:
+        # The call itself succeeded; what it returned did not: count it as invalid output.
+        calls[-1] = calls[-1].model_copy(update={"outcome": "invalid_output"})
+
+    def finish(
+        *,
+        value: Any = None,
+        error: JudgeError | None = None,
+        raw: str | None = None,
+        finish_reason: str | None = None,
+    ) -> StepOutcome:
+        usage = _sum_usage(responses)
+        common: dict[str, Any] = {
+            "prompt": prompt,
+            "judge_model_id": model.model_name,
+            "judge_provider": model.provider,
+            "attempt_count": attempts,
+            "model_call_count": len(responses),
+            "duration_ms": int((time.perf_counter() - started) * 1000),
+            "step": step,
+            "calls": tuple(calls),
+            "estimated_cost_usd": estimate_cost_usd(model.litellm_model, usage),
+        }
+        if error is None:
+            execution: JudgeExecution = JudgeExecutionSuccess(
+                output=value, usage=usage or JudgeUsage(), cost=_sum_cost(responses), **common
+            )
+            return StepOutcome(execution, value, None)
+        failure = JudgeExecutionFailure(
+            raw_output=raw,
+            usage=usage,
+            finish_reason=finish_reason,
+            error=JudgeErrorInfo(name=error.name, message=error.message, code=error.code),
+            **common,
+        )
+        return StepOutcome(failure, None, error)
+
+    if output_schema is None:  # free text (generate_reason): one attempt, no schema
+        result = await attempt(prompt, None)
+        if result.error is not None:
+            return finish(error=result.error)
+        assert result.response is not None
+        text = result.response.text
+        if text is None or not text.strip():
+            mark_invalid()
+            empty = NoObjectGeneratedError(
+                "the judge returned no text", raw_output=text, finish_reason=result.response.finish_reason
+            )
+            return finish(error=empty, raw=text, finish_reason=result.response.finish_reason)
+        return finish(value=text.strip())
+
+    native = model.structured_output == "json_schema"
+    first_text = prompt if native else fallback_prompt(prompt, output_schema)
+    result = await attempt(first_text, native_response_format(output_schema, step) if native else None)
+    if result.error is not None:
+        return finish(error=result.error)
+    assert result.response is not None
+    try:
+        return finish(
+            value=parse_structured(result.response.text, output_schema, result.response.finish_reason)
+        )
+    except StructuredOutputError as format_error:
+        mark_invalid()
+        if not native:
+            return finish(
+                error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason
+            )
+        first_raw = format_error.raw_output
+
+    # The single fallback attempt: JSON requested in the prompt, no native schema mode.
+    result = await attempt(fallback_prompt(prompt, output_schema), None)
+    if result.error is not None:
+        return finish(error=result.error, raw=first_raw)
+    assert result.response is not None
+    try:
+        return finish(
+            value=parse_structured(result.response.text, output_schema, result.response.finish_reason)
+        )
+    except StructuredOutputError as format_error:
+        mark_invalid()
+        return finish(
+            error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason
+        )

@@ -1,0 +1,353 @@
+"""``create_scorer`` and the immutable ``Scorer``: preprocess → analyze → generate_score → generate_reason."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from pydantic import BaseModel
+
+from sidecar.scoring.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
+from sidecar.scoring.judge.client import judge_client
+from sidecar.scoring.judge.model import Judge, JudgeModel
+from sidecar.scoring.judge.structured import execute_prompt_step
+from sidecar.scoring.steps import (
+    FunctionStep,
+    GeneratedScore,
+    NotScorable,
+    PromptFactory,
+    PromptStep,
+    ScorerRun,
+    StepContext,
+    StepFunction,
+    StepResults,
+)
+from sidecar.scoring.types import (
+    STEP_NAMES,
+    NotScorableInfo,
+    ScorerJudgeResults,
+    ScorerRunResult,
+    StepName,
+)
+
+__all__ = ["JudgeLike", "Scorer", "create_scorer"]
+
+JudgeLike: TypeAlias = Judge | Mapping[str, Any] | str | JudgeModel
+Step: TypeAlias = FunctionStep | PromptStep[Any]
+
+_PROMPT_FIELD: dict[StepName, str] = {
+    "preprocess": "preprocess_prompt",
+    "analyze": "analyze_prompt",
+    "generate_score": "generate_score_prompt",
+    "generate_reason": "generate_reason_prompt",
+}
+
+
+def _coerce_judge(judge: JudgeLike | None) -> Judge | None:
+    if judge is None or isinstance(judge, Judge):
+        return judge
+    if isinstance(judge, str | JudgeModel):
+        return Judge.of(judge)
+    if isinstance(judge, Mapping):
+        model = judge.get("model")
+        if model is None:
+            raise ScorerDefinitionError("a judge needs a model")
+        return Judge.of(model, judge.get("instructions"))
+    raise ScorerDefinitionError(f"a judge is a Judge, a model id or a mapping, not {type(judge).__name__}")
+
+
+async def _resolve(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer:
+    """A scoring pipeline. Builders return new scorers; ``run`` never mutates the scorer."""
+
+    id: str
+    name: str
+    description: str
+    judge: Judge | None
+    steps: tuple[tuple[StepName, Step], ...] = ()
+    version: str = "1"
+
+    # -- builder -----------------------------------------------------------------------------------
+    def _with(
+        self,
+        name: StepName,
+        step: StepFunction | PromptStep[Any] | None,
+        description: str | None,
+        create_prompt: PromptFactory | None,
+        output_schema: type[BaseModel] | None,
+        judge: JudgeLike | None,
+    ) -> Scorer:
+        if any(existing == name for existing, _ in self.steps):
+            raise ScorerDefinitionError(f"scorer {self.id!r} already has a {name} step")
+        built: Step
+        if isinstance(step, PromptStep):
+            built = step
+        elif step is not None:
+            if not callable(step):
+                raise ScorerDefinitionError(f"{name}: a step is a function or a prompt step")
+            built = FunctionStep(step)
+        else:
+            if create_prompt is None:
+                raise ScorerDefinitionError(f"{name}: pass a function, or description and create_prompt")
+            built = PromptStep(
+                description=description or name,
+                create_prompt=create_prompt,
+                output_schema=output_schema,
+                judge=_coerce_judge(judge),
+            )
+        if isinstance(built, PromptStep):
+            if name in ("preprocess", "analyze") and built.output_schema is None:
+                raise ScorerDefinitionError(f"{name}: a prompt step needs an output_schema")
+            if name == "generate_score":
+                built = PromptStep(built.description, built.create_prompt, GeneratedScore, built.judge)
+            if name == "generate_reason":
+                built = PromptStep(built.description, built.create_prompt, None, built.judge)
+        ordered = sorted((*self.steps, (name, built)), key=lambda item: STEP_NAMES.index(item[0]))
+        return Scorer(self.id, self.name, self.description, self.judge, tuple(ordered), self.version)
+
+    def preprocess(
+        self,
+        step: StepFunction | PromptStep[Any] | None = None,
+        /,
+        *,
+        description: str | None = None,
+        create_prompt: PromptFactory | None = None,
+        output_schema: type[BaseModel] | None = None,
+        judge: JudgeLike | None = None,
+    ) -> Scorer:
+        return self._with("preprocess", step, description, create_prompt, output_schema, judge)
+
+    def analyze(
+        self,
+        step: StepFunction | PromptStep[Any] | None = None,
+        /,
+        *,
+        description: str | None = None,
+        create_prompt: PromptFactory | None = None,
+        output_schema: type[BaseModel] | None = None,
+        judge: JudgeLike | None = None,
+    ) -> Scorer:
+        return self._with("analyze", step, description, create_prompt, output_schema, judge)
+
+    def generate_score(
+        self,
+        step: StepFunction | PromptStep[Any] | None = None,
+        /,
+        *,
+        description: str | None = None,
+        create_prompt: PromptFactory | None = None,
+        judge: JudgeLike | None = None,
+    ) -> Scorer:
+        return self._with("generate_score", step, description, create_prompt, None, judge)
+
+    def generate_reason(
+        self,
+        step: StepFunction | PromptStep[Any] | None = None,
+        /,
+        *,
+        description: str | None = None,
+        create_prompt: PromptFactory | None = None,
+        judge: JudgeLike | None = None,
+    ) -> Scorer:
+        return self._with("generate_reason", step, description, create_prompt, None, judge)
+
+    def with_version(self, version: str) -> Scorer:
+        """Name a behaviour change: a new version gives new score ids for the same spans."""
+        return Scorer(self.id, self.name, self.description, self.judge, self.steps, version)
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """Stable across processes: id, version, judges and step shapes (not function addresses)."""
+        steps = []
+        for name, step in self.steps:
+            if isinstance(step, PromptStep):
+                judge = self.judge.merged(step.judge) if self.judge else step.judge
+                steps.append([name, "prompt", step.description, judge.model.model if judge else None])
+            else:
+                steps.append([name, "function", step.description])
+        payload = {"id": self.id, "version": self.version, "steps": steps}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def has_judge_steps(self) -> bool:
+        return any(isinstance(step, PromptStep) for _, step in self.steps)
+
+    # -- run -----------------------------------------------------------------------------------------
+    async def run(
+        self,
+        *,
+        input: Any = None,
+        output: Any,
+        run_id: str | None = None,
+        request_context: Mapping[str, Any] | None = None,
+        ground_truth: Any = None,
+    ) -> ScorerRunResult:
+        if not any(name == "generate_score" for name, _ in self.steps):
+            raise ScorerDefinitionError(f"scorer {self.id!r} has no generate_score step")
+        if output is None:
+            raise ScorerInputError(
+                f"scorer {self.id!r}: run() needs output=... (the response to score), got None"
+            )
+        if run_id is not None and not isinstance(run_id, str):
+            raise ScorerInputError(
+                f"scorer {self.id!r}: run_id must be a string, got {type(run_id).__name__}"
+            )
+        if request_context is not None and not isinstance(request_context, Mapping):
+            raise ScorerInputError(
+                f"scorer {self.id!r}: request_context must be a mapping, got {type(request_context).__name__}"
+            )
+        run = ScorerRun(input, output, run_id or str(uuid.uuid4()), ground_truth, request_context)
+        fields: dict[str, Any] = {}
+        judge_results: ScorerJudgeResults | None = None
+        completed: list[StepName] = []
+        results = StepResults()
+        score: float | None = None
+
+        for name, step in self.steps:
+            ctx = StepContext(run, results, score)
+            try:
+                if isinstance(step, PromptStep):
+                    value, judge_results = await self._run_prompt_step(name, step, ctx, fields, judge_results)
+                else:
+                    value = await _resolve(step.fn(ctx))
+                if isinstance(value, NotScorable):
+                    return self._result(
+                        run,
+                        fields,
+                        judge_results,
+                        not_scorable=NotScorableInfo(step=name, reason=value.reason),
+                    )
+                if name == "preprocess":
+                    results = StepResults(value, results.analyze_step_result)
+                    fields["preprocess_step_result"] = value
+                elif name == "analyze":
+                    results = StepResults(results.preprocess_step_result, value)
+                    fields["analyze_step_result"] = value
+                elif name == "generate_score":
+                    score = _as_score(value)
+                    fields["score"] = score
+                else:
+                    fields["reason"] = _as_reason(value)
+            except Exception as cause:
+                failure = self._failure(name, completed, run, fields, judge_results, cause)
+                raise failure from failure.__cause__
+            completed.append(name)
+        return self._result(run, fields, judge_results)
+
+    async def _run_prompt_step(
+        self,
+        name: StepName,
+        step: PromptStep[Any],
+        ctx: StepContext,
+        fields: dict[str, Any],
+        judge_results: ScorerJudgeResults | None,
+    ) -> tuple[Any, ScorerJudgeResults | None]:
+        started = time.perf_counter()
+        prompt = await _resolve(step.create_prompt(ctx))  # raising here records no judge execution
+        if not isinstance(prompt, str):
+            raise TypeError(f"{name}: create_prompt must return a string, got {type(prompt).__name__}")
+        judge = self.judge.merged(step.judge) if self.judge is not None else step.judge
+        if judge is None:
+            raise ScorerDefinitionError(f"{name}: a prompt step needs a judge (on the scorer or the step)")
+        outcome = await execute_prompt_step(
+            client=judge_client(judge.model),
+            judge=judge,
+            step=name,
+            prompt=prompt,
+            output_schema=step.output_schema,
+            started=started,
+        )
+        judge_results = (judge_results or ScorerJudgeResults()).with_execution(name, outcome.execution)
+        if outcome.error is not None:
+            # Carry the judge record out with the failure: the snapshot needs the failed execution.
+            raise _FailureWithJudge(outcome.error, judge_results)
+        fields[_PROMPT_FIELD[name]] = prompt
+        value = outcome.value
+        if name == "generate_score":
+            assert isinstance(value, GeneratedScore)
+            value = value.score
+        return value, judge_results
+
+    def _result(
+        self,
+        run: ScorerRun,
+        fields: dict[str, Any],
+        judge_results: ScorerJudgeResults | None,
+        *,
+        not_scorable: NotScorableInfo | None = None,
+    ) -> ScorerRunResult:
+        return ScorerRunResult(
+            run_id=run.run_id,
+            input=run.input,
+            output=run.output,
+            ground_truth=run.ground_truth,
+            request_context=dict(run.request_context) if run.request_context is not None else None,
+            judge=judge_results,
+            not_scorable=not_scorable,
+            **fields,
+        )
+
+    def _failure(
+        self,
+        name: StepName,
+        completed: list[StepName],
+        run: ScorerRun,
+        fields: dict[str, Any],
+        judge_results: ScorerJudgeResults | None,
+        cause: BaseException,
+    ) -> ScorerRunError:
+        if isinstance(cause, _FailureWithJudge):
+            judge_results, cause = cause.judge_results, cause.cause
+        snapshot: ScorerRunResult | None = None
+        if fields or judge_results is not None:
+            # Only what completed, plus run identity and input (Mastra's snapshot rule).
+            snapshot = ScorerRunResult(run_id=run.run_id, input=run.input, judge=judge_results, **fields)
+        return ScorerRunError(
+            failed_step=name, completed_steps=tuple(completed), result=snapshot, cause=cause
+        )
+
+
+class _FailureWithJudge(Exception):
+    def __init__(self, cause: BaseException, judge_results: ScorerJudgeResults) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.judge_results = judge_results
+
+
+def _as_score(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"generate_score must return a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"generate_score must return a finite number, got {value}")
+    return float(value)
+
+
+def _as_reason(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"generate_reason must return a string, got {type(value).__name__}")
+
+
+def create_scorer(
+    *,
+    id: str,
+    name: str | None = None,
+    description: str = "",
+    judge: JudgeLike | None = None,
+) -> Scorer:
+    """Start a scorer; add steps with ``.preprocess() .analyze() .generate_score() .generate_reason()``."""
+    if not isinstance(id, str) or not id.strip():
+        raise ScorerDefinitionError("create_scorer needs a non-empty id")
+    return Scorer(id=id, name=name or id, description=description, judge=_coerce_judge(judge))

@@ -1,0 +1,100 @@
+"""Step definitions: what a scorer step receives and how a prompt step is described."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from sidecar.scoring.judge.model import Judge
+
+__all__ = [
+    "FunctionStep",
+    "GeneratedScore",
+    "NotScorable",
+    "PromptStep",
+    "ScorerRun",
+    "StepContext",
+    "StepResults",
+    "not_scorable",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerRun:
+    """The run being scored, as passed to ``Scorer.run``."""
+
+    input: Any
+    output: Any
+    run_id: str
+    ground_truth: Any = None
+    request_context: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepResults:
+    preprocess_step_result: Any = None
+    analyze_step_result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """One context object in: ``ctx.run``, ``ctx.results`` and, for generate_reason, ``ctx.score``."""
+
+    run: ScorerRun
+    results: StepResults = field(default_factory=StepResults)
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotScorable:
+    """Returned by a step to skip the rest of the pipeline: no judge call, no score, counted apart."""
+
+    reason: str
+
+
+def not_scorable(reason: str) -> NotScorable:
+    return NotScorable(reason)
+
+
+StepFunction = Callable[[StepContext], Any | Awaitable[Any]]
+PromptFactory = Callable[[StepContext], str | Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionStep:
+    fn: StepFunction
+
+    @property
+    def description(self) -> str:
+        return getattr(self.fn, "__qualname__", type(self.fn).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStep(Generic[T]):
+    """A step judged by the LLM: the created prompt is the user message, instructions the system one."""
+
+    description: str
+    create_prompt: PromptFactory
+    output_schema: type[BaseModel] | None = None
+    judge: Judge | None = None
+
+
+class GeneratedScore(BaseModel):
+    """What a prompt-based generate_score step must return."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float
+
+    @field_validator("score")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("score must be a finite number")
+        return value

@@ -1,0 +1,1 @@
+"""Test tools that ship with the package: a scripted OpenAI-compatible judge server."""
