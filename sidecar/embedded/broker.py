@@ -56,9 +56,7 @@ def _free_port(host: str) -> int:
 class EmbeddedBroker:
     """One Tansu process. Start with ``start()``/``await start_async()`` or as a context manager."""
 
-    def __init__(
-        self, *, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 15.0
-    ) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 15.0) -> None:
         self.host = host
         self._requested_port = port
         self.port = port or 0
@@ -109,10 +107,11 @@ class EmbeddedBroker:
             return False
 
     def _check_alive(self) -> None:
-        if self._process is not None and self._process.poll() is not None:
+        process = self._process
+        if process is not None and process.poll() is not None:
             output = self._output()
             self._cleanup()
-            raise BrokerStartError(f"tansu exited with {self._process.returncode}: {output}")
+            raise BrokerStartError(f"tansu exited with {process.returncode}: {output}")
 
     def _output(self) -> str:
         if self._log is None:
@@ -141,9 +140,7 @@ class EmbeddedBroker:
             except OSError:
                 if time.monotonic() > deadline:
                     await self.stop_async()
-                    raise BrokerStartError(
-                        f"tansu did not accept connections on {self.bootstrap_servers}"
-                    ) from None
+                    raise BrokerStartError(f"tansu did not accept connections on {self.bootstrap_servers}") from None
                 await asyncio.sleep(_POLL_S)
                 continue
             writer.close()
