@@ -66,9 +66,11 @@ def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
 
 
 def _sampled(flags: int) -> bool:
-    # Span.flags carries W3C trace flags only when the exporter sets them (Go, Java, the Collector);
-    # Python's encoder leaves 0. A span that was exported without flags was sampled.
-    return bool(flags & 0x01) if flags else True
+    # The low byte of Span.flags holds W3C trace flags when the exporter sets them (Go, Java, the
+    # Collector). Python's encoder sets only the is-remote bits (0x100/0x200) and leaves it 0: a span
+    # that was exported through OTLP without trace flags was sampled.
+    trace_flags = flags & 0xFF
+    return bool(trace_flags & 0x01) if trace_flags else True
 
 
 def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[str, Any]) -> SpanView:
