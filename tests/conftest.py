@@ -1,0 +1,26 @@
+"""Shared fixtures live in tests/support/; this file only makes them visible to every test."""
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from tests.support.broker import kafka_bootstrap, kafka_broker, new_topic, unique_name
+from tests.support.judge import (
+    close_judges_at_exit,
+    judge_server,
+    judge_server_session,
+    make_judge_model,
+    transport,
+)
+
+__all__ = [
+    "close_judges_at_exit",
+    "judge_server",
+    "judge_server_session",
+    "kafka_bootstrap",
+    "kafka_broker",
+    "make_judge_model",
+    "new_topic",
+    "transport",
+    "unique_name",
+]
