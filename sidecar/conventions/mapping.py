@@ -61,9 +61,7 @@ def _mastra_key(attributes: Mapping[str, Any], suffix: str) -> str | None:
     return next((k for k in attributes if k.startswith(names.MASTRA_PREFIX) and k.endswith(suffix)), None)
 
 
-def _messages(
-    view: SpanView, events: list[ParsedMessage], *, output: bool
-) -> tuple[list[ParsedMessage], str]:
+def _messages(view: SpanView, events: list[ParsedMessage], *, output: bool) -> tuple[list[ParsedMessage], str]:
     a = view.attributes
     role: Role = "assistant" if output else "user"
     genai = names.GEN_AI_OUTPUT_MESSAGES if output else names.GEN_AI_INPUT_MESSAGES
@@ -188,9 +186,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         agent_name=_opt_str(_first(a, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME)),
         agent_id=_opt_str(_first(a, names.GEN_AI_AGENT_ID, names.MASTRA_LEGACY_AGENT_ID)),
         service_name=view.service_name,
-        model=_opt_str(
-            _first(a, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.LLM_MODEL_NAME)
-        ),
+        model=_opt_str(_first(a, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.LLM_MODEL_NAME)),
         provider=_opt_str(
             _first(a, names.GEN_AI_PROVIDER_NAME, names.GEN_AI_SYSTEM, names.LLM_PROVIDER, names.LLM_SYSTEM)
         ),

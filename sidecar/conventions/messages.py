@@ -87,17 +87,13 @@ def _str(value: Any) -> str:
 
 def _call(call_id: Any, name: Any, args: Any) -> ToolInvocationPart:
     return ToolInvocationPart(
-        tool_invocation=ToolInvocation(
-            state="call", tool_call_id=_str(call_id), tool_name=_str(name), args=_args(args)
-        )
+        tool_invocation=ToolInvocation(state="call", tool_call_id=_str(call_id), tool_name=_str(name), args=_args(args))
     )
 
 
 def _result(call_id: Any, name: Any, result: Any) -> ToolInvocationPart:
     return ToolInvocationPart(
-        tool_invocation=ToolInvocation(
-            state="result", tool_call_id=_str(call_id), tool_name=_str(name), result=result
-        )
+        tool_invocation=ToolInvocation(state="result", tool_call_id=_str(call_id), tool_name=_str(name), result=result)
     )
 
 
@@ -197,8 +193,7 @@ def chat_message(obj: Mapping[str, Any], default_role: Role) -> ParsedMessage:
         parts.extend(
             p
             for p in (
-                _part({"type": "tool-invocation", "toolInvocation": i}, strict=False)
-                for i in obj["toolInvocations"]
+                _part({"type": "tool-invocation", "toolInvocation": i}, strict=False) for i in obj["toolInvocations"]
             )
             if p is not None
         )
@@ -336,11 +331,7 @@ def _structure(obj: Any, role: Role) -> list[ParsedMessage]:
             if isinstance(obj.get(key), str):
                 return _structure(obj[key], role)
     # Anything else is still content a judge can read.
-    return (
-        _structure(json.dumps(obj, ensure_ascii=False, default=str), role)
-        if obj not in (None, {}, [])
-        else []
-    )
+    return _structure(json.dumps(obj, ensure_ascii=False, default=str), role) if obj not in (None, {}, []) else []
 
 
 def free_form(value: Any, role: Role, *, mime_type: str | None = None) -> list[ParsedMessage]:

@@ -27,6 +27,9 @@ __all__ = [
 
 SpanKind = Literal["agent", "inference"]
 _TWO_48 = float(1 << 48)
+_SELECTION_KEYS = frozenset(
+    {names.GEN_AI_OPERATION_NAME, names.OPENINFERENCE_SPAN_KIND, names.MASTRA_SPAN_TYPE, names.SIDECAR_INTERNAL}
+)
 
 
 class _Frozen(BaseModel):
@@ -81,6 +84,9 @@ def classify(attributes: Iterable[KeyValue]) -> tuple[SpanKind | None, bool]:
     internal = False
     for kv in attributes:
         key = kv.key
+        # One set lookup per attribute: most spans are HTTP/DB spans with none of these keys.
+        if key not in _SELECTION_KEYS:
+            continue
         if key == names.GEN_AI_OPERATION_NAME:
             op = kv.value.string_value
             if op == names.OP_INVOKE_AGENT or op == names.MASTRA_LEGACY_OPERATION_AGENT_RUN:
@@ -96,7 +102,7 @@ def classify(attributes: Iterable[KeyValue]) -> tuple[SpanKind | None, bool]:
         elif key == names.MASTRA_SPAN_TYPE:
             if kv.value.string_value == names.MASTRA_AGENT_RUN:
                 kind = "agent"
-        elif key == names.SIDECAR_INTERNAL:
+        else:  # names.SIDECAR_INTERNAL
             value = kv.value
             internal = value.bool_value or value.string_value.lower() == "true"
     return kind, internal

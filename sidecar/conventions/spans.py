@@ -60,9 +60,7 @@ def _service_name(resource_attributes: Any) -> str | None:
 
 
 def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    return tuple(
-        (e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.MESSAGE_EVENTS
-    )
+    return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.MESSAGE_EVENTS)
 
 
 def _sampled(flags: int) -> bool:
@@ -124,9 +122,7 @@ def spans_to_runs(
                 trace_id = span.trace_id
                 if len(trace_id) != 16 or len(span.span_id) != 8 or not any(trace_id):
                     rejects.append(
-                        SpanReject(
-                            trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed"
-                        )
+                        SpanReject(trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed")
                     )
                     continue
                 if rate < 1.0 and sample_score(trace_id) >= rate:
@@ -135,9 +131,7 @@ def spans_to_runs(
                 size = span.ByteSize()
                 if size > limit:
                     rejects.append(
-                        SpanReject(
-                            trace_id.hex(), span.span_id.hex(), "too_large", f"span is {size} bytes > {limit}"
-                        )
+                        SpanReject(trace_id.hex(), span.span_id.hex(), "too_large", f"span is {size} bytes > {limit}")
                     )
                     continue
                 attributes = attributes_dict(span.attributes)
@@ -160,8 +154,6 @@ def spans_to_runs(
     return MappingResult(
         runs=tuple(runs),
         rejects=tuple(rejects),
-        skipped=SkipCounts(
-            internal=internal, filtered=filtered, sampled_out=sampled_out, no_content=no_content
-        ),
+        skipped=SkipCounts(internal=internal, filtered=filtered, sampled_out=sampled_out, no_content=no_content),
         spans_seen=seen,
     )
