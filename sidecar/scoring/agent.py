@@ -101,9 +101,7 @@ class AgentRunInput(_Frozen):
 
 
 def user_message(text: str, *, id: str = "user-0", created_at: str = "") -> AgentMessage:
-    return AgentMessage(
-        id=id, role="user", created_at=created_at, content=MessageContent(parts=(TextPart(text=text),))
-    )
+    return AgentMessage(id=id, role="user", created_at=created_at, content=MessageContent(parts=(TextPart(text=text),)))
 
 
 def assistant_message(
@@ -118,6 +116,4 @@ def assistant_message(
     ]
     if text:
         parts.append(TextPart(text=text))
-    return AgentMessage(
-        id=id, role="assistant", created_at=created_at, content=MessageContent(parts=tuple(parts))
-    )
+    return AgentMessage(id=id, role="assistant", created_at=created_at, content=MessageContent(parts=tuple(parts)))

@@ -8,7 +8,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -85,7 +85,7 @@ class Scorer:
         step: StepFunction | PromptStep[Any] | None,
         description: str | None,
         create_prompt: PromptFactory | None,
-        output_schema: type[BaseModel] | None,
+        output_schema: type[BaseModel] | Callable[[StepContext], type[BaseModel]] | None,
         judge: JudgeLike | None,
     ) -> Scorer:
         if any(existing == name for existing, _ in self.steps):
@@ -123,7 +123,7 @@ class Scorer:
         *,
         description: str | None = None,
         create_prompt: PromptFactory | None = None,
-        output_schema: type[BaseModel] | None = None,
+        output_schema: type[BaseModel] | Callable[[StepContext], type[BaseModel]] | None = None,
         judge: JudgeLike | None = None,
     ) -> Scorer:
         return self._with("preprocess", step, description, create_prompt, output_schema, judge)
@@ -135,7 +135,7 @@ class Scorer:
         *,
         description: str | None = None,
         create_prompt: PromptFactory | None = None,
-        output_schema: type[BaseModel] | None = None,
+        output_schema: type[BaseModel] | Callable[[StepContext], type[BaseModel]] | None = None,
         judge: JudgeLike | None = None,
     ) -> Scorer:
         return self._with("analyze", step, description, create_prompt, output_schema, judge)
@@ -197,13 +197,9 @@ class Scorer:
         if not any(name == "generate_score" for name, _ in self.steps):
             raise ScorerDefinitionError(f"scorer {self.id!r} has no generate_score step")
         if output is None:
-            raise ScorerInputError(
-                f"scorer {self.id!r}: run() needs output=... (the response to score), got None"
-            )
+            raise ScorerInputError(f"scorer {self.id!r}: run() needs output=... (the response to score), got None")
         if run_id is not None and not isinstance(run_id, str):
-            raise ScorerInputError(
-                f"scorer {self.id!r}: run_id must be a string, got {type(run_id).__name__}"
-            )
+            raise ScorerInputError(f"scorer {self.id!r}: run_id must be a string, got {type(run_id).__name__}")
         if request_context is not None and not isinstance(request_context, Mapping):
             raise ScorerInputError(
                 f"scorer {self.id!r}: request_context must be a mapping, got {type(request_context).__name__}"
@@ -266,7 +262,7 @@ class Scorer:
             judge=judge,
             step=name,
             prompt=prompt,
-            output_schema=step.output_schema,
+            output_schema=step.schema_for(ctx),
             started=started,
         )
         judge_results = (judge_results or ScorerJudgeResults()).with_execution(name, outcome.execution)
@@ -314,9 +310,7 @@ class Scorer:
         if fields or judge_results is not None:
             # Only what completed, plus run identity and input (Mastra's snapshot rule).
             snapshot = ScorerRunResult(run_id=run.run_id, input=run.input, judge=judge_results, **fields)
-        return ScorerRunError(
-            failed_step=name, completed_steps=tuple(completed), result=snapshot, cause=cause
-        )
+        return ScorerRunError(failed_step=name, completed_steps=tuple(completed), result=snapshot, cause=cause)
 
 
 class _FailureWithJudge(Exception):

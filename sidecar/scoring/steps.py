@@ -81,8 +81,15 @@ class PromptStep(Generic[T]):
 
     description: str
     create_prompt: PromptFactory
-    output_schema: type[BaseModel] | None = None
+    # A schema, or a function choosing one per run (when what the judge must report depends on the run).
+    output_schema: type[BaseModel] | Callable[[StepContext], type[BaseModel]] | None = None
     judge: Judge | None = None
+
+    def schema_for(self, ctx: StepContext) -> type[BaseModel] | None:
+        schema = self.output_schema
+        if schema is None or isinstance(schema, type):
+            return schema
+        return schema(ctx)
 
 
 class GeneratedScore(BaseModel):

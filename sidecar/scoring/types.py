@@ -70,9 +70,7 @@ class JudgeUsage(_Record):
         def add(a: int | None, b: int | None) -> int | None:
             return None if a is None and b is None else (a or 0) + (b or 0)
 
-        return JudgeUsage(
-            **{name: add(getattr(self, name), getattr(other, name)) for name in type(self).model_fields}
-        )
+        return JudgeUsage(**{name: add(getattr(self, name), getattr(other, name)) for name in type(self).model_fields})
 
     @property
     def is_empty(self) -> bool:

@@ -122,9 +122,7 @@ class JudgeClient:
         await self.transport.aclose()
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, JudgeClient]] = (
-    weakref.WeakKeyDictionary()
-)
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, JudgeClient]] = weakref.WeakKeyDictionary()
 
 
 def judge_client(model: JudgeModel) -> JudgeClient:

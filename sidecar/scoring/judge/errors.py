@@ -65,9 +65,7 @@ class ProviderError(JudgeError):
         status_code: int | None = None,
         retry_after_s: float | None = None,
     ) -> None:
-        super().__init__(
-            message, code=code if code is not None else (str(status_code) if status_code else None)
-        )
+        super().__init__(message, code=code if code is not None else (str(status_code) if status_code else None))
         self.status_code = status_code
         self.retry_after_s = retry_after_s
 

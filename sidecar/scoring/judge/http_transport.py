@@ -86,9 +86,7 @@ class OpenAICompatibleTransport:
         raw_usage = data.get("usage")
         return ChatResponse(
             text=content if isinstance(content, str) else None,
-            finish_reason=choice.get("finish_reason")
-            if isinstance(choice.get("finish_reason"), str)
-            else None,
+            finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
             usage=parse_usage(raw_usage),
             provider_cost=parse_provider_cost(raw_usage),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +54,7 @@ class StepOutcome:
 def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: str | None) -> BaseModel:
     """Strictly validate judge text against the schema; every failure is a format error."""
     if text is None or not text.strip():
-        raise NoObjectGeneratedError(
-            "the judge returned no content", raw_output=text, finish_reason=finish_reason
-        )
+        raise NoObjectGeneratedError("the judge returned no content", raw_output=text, finish_reason=finish_reason)
     candidate = text.strip()
     fenced = _FENCE.match(candidate)
     if fenced:
@@ -75,9 +74,7 @@ def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: s
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors()[:5]
-        )
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors()[:5])
         raise TypeValidationError(
             f"the judge's output does not match the schema: {problems}",
             raw_output=text,
@@ -85,8 +82,22 @@ def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: s
         ) from exc
 
 
+# Generating a JSON schema costs ~1 ms of CPU: once per schema class, not once per judge call. The
+# cache keeps the JSON text (a fresh dict per call, so no caller can alter another's schema) and does
+# not keep dynamically created schema classes alive.
+_schema_texts: weakref.WeakKeyDictionary[type[BaseModel], str] = weakref.WeakKeyDictionary()
+
+
+def _schema_text(schema: type[BaseModel]) -> str:
+    text = _schema_texts.get(schema)
+    if text is None:
+        text = _schema_texts[schema] = json.dumps(schema.model_json_schema(by_alias=True))
+    return text
+
+
 def _schema_json(schema: type[BaseModel]) -> dict[str, Any]:
-    return schema.model_json_schema(by_alias=True)
+    value: dict[str, Any] = json.loads(_schema_text(schema))
+    return value
 
 
 def native_response_format(schema: type[BaseModel], step: StepName) -> dict[str, Any]:
@@ -96,7 +107,7 @@ def native_response_format(schema: type[BaseModel], step: StepName) -> dict[str,
 def fallback_prompt(prompt: str, schema: type[BaseModel]) -> str:
     return (
         f"{prompt}\n\nRespond with a single JSON object and nothing else (no prose, no code fence). "
-        f"It must match this JSON Schema:\n{json.dumps(_schema_json(schema))}"
+        f"It must match this JSON Schema:\n{_schema_text(schema)}"
     )
 
 
@@ -205,15 +216,11 @@ async def execute_prompt_step(
         return finish(error=result.error)
     assert result.response is not None
     try:
-        return finish(
-            value=parse_structured(result.response.text, output_schema, result.response.finish_reason)
-        )
+        return finish(value=parse_structured(result.response.text, output_schema, result.response.finish_reason))
     except StructuredOutputError as format_error:
         mark_invalid()
         if not native:
-            return finish(
-                error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason
-            )
+            return finish(error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason)
         first_raw = format_error.raw_output
 
     # The single fallback attempt: JSON requested in the prompt, no native schema mode.
@@ -222,11 +229,7 @@ async def execute_prompt_step(
         return finish(error=result.error, raw=first_raw)
     assert result.response is not None
     try:
-        return finish(
-            value=parse_structured(result.response.text, output_schema, result.response.finish_reason)
-        )
+        return finish(value=parse_structured(result.response.text, output_schema, result.response.finish_reason))
     except StructuredOutputError as format_error:
         mark_invalid()
-        return finish(
-            error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason
-        )
+        return finish(error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason)
