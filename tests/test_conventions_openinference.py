@@ -78,6 +78,24 @@ def test_plain_text_input_value_that_looks_like_json_stays_text() -> None:
     (run,) = spans_to_runs(decode_traces(otlp_proto(agent_trace(attrs)))).runs
 
     assert run.input.input_messages[0].text == "[urgent] refund please"
-    assert (
-        run.output[0].text == '{"answer": "Refund issued"}'
-    )  # unknown JSON shape: kept as text for the judge
+    assert run.output[0].text == '{"answer": "Refund issued"}'  # unknown JSON shape: kept as text for the judge
+
+
+def test_sparse_and_image_only_messages_leave_no_empty_turns() -> None:
+    attrs = {
+        n.OPENINFERENCE_SPAN_KIND: "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.contents.0.message_content.type": "image",
+        "llm.input_messages.0.message.contents.0.message_content.image.image.url": "https://x/cat.png",
+        "llm.input_messages.2.message.role": "user",  # index 1 never written
+        "llm.input_messages.2.message.content": "What is in the picture?",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "A cat.",
+    }
+    data = otlp_proto(agent_trace({n.OPENINFERENCE_SPAN_KIND: "CHAIN"}, child_attributes=attrs))
+
+    (run,) = spans_to_runs(decode_traces(data), Selection(kinds=frozenset({"inference"}))).runs
+
+    assert run.input.remembered_messages == ()
+    assert [(m.role, m.text) for m in run.input.input_messages] == [("user", "What is in the picture?")]
+    assert [m.text for m in run.output] == ["A cat."]

@@ -156,9 +156,10 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
             text = _text_of(message)
             if text:
                 system.append(text)
-        else:
+        elif message.parts:  # images-only or sparse-index messages leave nothing a judge can read
             conversation.append(message)
-    if not conversation and not outputs and not system:
+    answers = [m for m in merge_tool_results(outputs) if m.role != "system" and m.parts]
+    if not conversation and not answers and not system:
         return None
 
     # The current turn starts at the last user message; everything before it is history the agent
@@ -172,10 +173,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         remembered_messages=tuple(history[:last_user]),
         system_messages=tuple(SystemMessage(content=t) for t in dict.fromkeys(system)),
     )
-    output = tuple(
-        _agent_message(m, f"{view.span_id}-out-{i}", ended)
-        for i, m in enumerate(m for m in merge_tool_results(outputs) if m.role != "system")
-    )
+    output = tuple(_agent_message(m, f"{view.span_id}-out-{i}", ended) for i, m in enumerate(answers))
     target = SpanTarget(
         trace_id=view.trace_id,
         span_id=view.span_id,
