@@ -22,9 +22,7 @@ INPUT = [
     {"role": "user", "parts": [{"type": "text", "content": "What's the weather in Paris?"}]},
     {
         "role": "assistant",
-        "parts": [
-            {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}
-        ],
+        "parts": [{"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}],
     },
     {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "rain, 12C"}]},
 ]
@@ -54,9 +52,7 @@ CHAT_ATTRS = {
     n.GEN_AI_OPERATION_NAME: "chat",
     n.GEN_AI_SYSTEM: "openai",  # the deprecated provider attribute
     n.GEN_AI_REQUEST_MODEL: "gpt-4o-mini",
-    n.GEN_AI_INPUT_MESSAGES: json.dumps(
-        [{"role": "user", "parts": [{"type": "text", "content": "Weather?"}]}]
-    ),
+    n.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Weather?"}]}]),
     n.GEN_AI_OUTPUT_MESSAGES: json.dumps(
         [{"role": "assistant", "parts": [{"type": "text", "content": "Rain."}], "finish_reason": "stop"}]
     ),

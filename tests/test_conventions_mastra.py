@@ -73,9 +73,7 @@ def test_agent_run_with_string_input_and_older_exporter_attributes() -> None:
         "input": "How do I reset my password?",
         "output": json.dumps({"text": "Use the 'Forgot password' link."}),
     }
-    (run,) = spans_to_runs(
-        decode_traces(otlp_proto(agent_trace(attrs, agent_span_name="agent.supportAgent")))
-    ).runs
+    (run,) = spans_to_runs(decode_traces(otlp_proto(agent_trace(attrs, agent_span_name="agent.supportAgent")))).runs
 
     assert (run.target.convention, run.target.agent_id, run.target.agent_name) == (
         "mastra",

@@ -21,9 +21,7 @@ def _agent(name: str, **extra: Any) -> dict[str, Any]:
         n.GEN_AI_OPERATION_NAME: "invoke_agent",
         n.GEN_AI_AGENT_NAME: name,
         n.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]),
-        n.GEN_AI_OUTPUT_MESSAGES: json.dumps(
-            [{"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}]
-        ),
+        n.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}]),
         **extra,
     }
 
@@ -35,9 +33,7 @@ def _traces(*agents: dict[str, Any], service: str = "shop") -> TracesData:
 def test_agent_and_service_filters_use_globs() -> None:
     traces = _traces(_agent("billing-bot"), _agent("support-bot"), _agent("internal-probe"))
 
-    only_bots = spans_to_runs(
-        traces, Selection(agents=NameFilter(include=("*-bot",), exclude=("billing-*",)))
-    )
+    only_bots = spans_to_runs(traces, Selection(agents=NameFilter(include=("*-bot",), exclude=("billing-*",))))
     other_service = spans_to_runs(traces, Selection(services=NameFilter(include=("payments",))))
 
     assert [r.target.agent_name for r in only_bots.runs] == ["support-bot"]
@@ -46,9 +42,7 @@ def test_agent_and_service_filters_use_globs() -> None:
 
 
 def test_attribute_predicates() -> None:
-    traces = _traces(
-        _agent("a", **{"deployment.tier": "prod"}), _agent("b", **{"deployment.tier": "dev"}), _agent("c")
-    )
+    traces = _traces(_agent("a", **{"deployment.tier": "prod"}), _agent("b", **{"deployment.tier": "dev"}), _agent("c"))
 
     def names(*where: AttributePredicate) -> list[str | None]:
         return [r.target.agent_name for r in spans_to_runs(traces, Selection(where=where)).runs]
@@ -94,11 +88,7 @@ def test_oversize_span_is_rejected_as_too_large_not_scored() -> None:
     traces = _traces(
         _agent(
             "a",
-            **{
-                n.GEN_AI_INPUT_MESSAGES: json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": big}]}]
-                )
-            },
+            **{n.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": big}]}])},
         )
     )
 

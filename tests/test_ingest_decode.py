@@ -19,9 +19,7 @@ AGENT = {
     n.GEN_AI_AGENT_NAME: "a",
     n.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps([{"type": "text", "content": "Be kind."}]),
     n.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hello"}]}]),
-    n.GEN_AI_OUTPUT_MESSAGES: json.dumps(
-        [{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]
-    ),
+    n.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]),
 }
 SPANS = agent_trace(AGENT) + agent_trace(AGENT, service_name="other")  # two resource spans
 PROTO = otlp_proto(SPANS)
@@ -57,9 +55,7 @@ def test_json_as_the_collector_writes_it() -> None:
                                 "startTimeUnixNano": "1700000000000000000",
                                 "endTimeUnixNano": 1700000001000000000,
                                 "flags": 769,
-                                "attributes": [
-                                    {"key": k, "value": {"stringValue": v}} for k, v in AGENT.items()
-                                ]
+                                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in AGENT.items()]
                                 + [{"key": n.GEN_AI_USAGE_INPUT_TOKENS, "value": {"intValue": "12"}}],
                                 "status": {},
                             }
@@ -176,9 +172,7 @@ def test_mutated_json_records_never_raise(data: bytes) -> None:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
 _message_keys = st.sampled_from(

@@ -23,9 +23,7 @@ def _agent(name: str, output: str = "") -> dict[str, str]:
     return {
         n.GEN_AI_OPERATION_NAME: "invoke_agent",
         n.GEN_AI_AGENT_NAME: name,
-        n.GEN_AI_INPUT_MESSAGES: json.dumps(
-            [{"role": "user", "parts": [{"type": "text", "content": f"ask {name}"}]}]
-        ),
+        n.GEN_AI_INPUT_MESSAGES: json.dumps([{"role": "user", "parts": [{"type": "text", "content": f"ask {name}"}]}]),
         n.GEN_AI_OUTPUT_MESSAGES: output
         or json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": f"{name} answers"}]}]),
     }
@@ -58,9 +56,7 @@ async def _read_all(bootstrap: str, topic: str, count: int) -> list[ConsumerReco
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-async def test_compressed_batch_with_poison_records(
-    kafka_bootstrap: str, new_topic: NewTopic, codec: str
-) -> None:
+async def test_compressed_batch_with_poison_records(kafka_bootstrap: str, new_topic: NewTopic, codec: str) -> None:
     topic = await new_topic(f"spans-{codec}")
     dlq = await new_topic(f"dlq-{codec}")
     first = agent_trace(_agent("first"))

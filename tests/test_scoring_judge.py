@@ -44,9 +44,7 @@ GOOD = {"verdict": "yes", "confidence": 0.75}
 
 
 async def test_valid_structured_output_is_one_attempt(judge_server: JudgeServer, make_judge_model) -> None:
-    judge_server.script(
-        Reply.json(GOOD, usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120})
-    )
+    judge_server.script(Reply.json(GOOD, usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}))
     result = await analyze_scorer(make_judge_model).run(input="q", output="a")
     assert result.score == 0.75
     assert result.analyze_prompt == "Judge this answer: a"
@@ -91,9 +89,7 @@ async def test_invalid_json_then_valid_uses_the_fallback(judge_server: JudgeServ
 async def test_two_invalid_outputs_fail_with_raw_output_and_no_output(
     judge_server: JudgeServer, make_judge_model
 ) -> None:
-    judge_server.script(
-        Reply(content="not json"), Reply(content='{"verdict": "yes"}', finish_reason="length")
-    )
+    judge_server.script(Reply(content="not json"), Reply(content='{"verdict": "yes"}', finish_reason="length"))
     with pytest.raises(ScorerRunError) as caught:
         await analyze_scorer(make_judge_model).run(input="q", output="a")
     error = caught.value
@@ -140,9 +136,7 @@ class _Ranged(BaseModel):
             raise ValueError("score must be between 0 and 1")
 
 
-async def test_invalid_then_provider_error_on_the_fallback(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_invalid_then_provider_error_on_the_fallback(judge_server: JudgeServer, make_judge_model) -> None:
     judge_server.script(
         Reply(content="{broken", usage={"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}),
         Reply.error(503, "overloaded"),
@@ -157,9 +151,7 @@ async def test_invalid_then_provider_error_on_the_fallback(
     assert execution.raw_output == "{broken"
 
 
-async def test_provider_error_on_first_attempt_never_falls_back(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_provider_error_on_first_attempt_never_falls_back(judge_server: JudgeServer, make_judge_model) -> None:
     judge_server.script(Reply.error(400, "unsupported parameter: response_format"))
     with pytest.raises(ScorerRunError) as caught:
         await analyze_scorer(make_judge_model).run(input="q", output="a")
@@ -225,9 +217,7 @@ async def test_provider_reported_cost_is_recorded(judge_server: JudgeServer, mak
     assert "estimatedCostUsd" not in record and "calls" not in record
 
 
-async def test_judge_record_round_trips_with_camel_case_names(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_judge_record_round_trips_with_camel_case_names(judge_server: JudgeServer, make_judge_model) -> None:
     judge_server.script(
         Reply.json(
             GOOD,
@@ -281,9 +271,7 @@ async def test_garbage_http_body_is_a_provider_error(judge_server: JudgeServer, 
     assert len(judge_server.requests) == 2  # retried once as a transport failure, no fallback
 
 
-async def test_generate_reason_is_free_text_with_one_attempt(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_generate_reason_is_free_text_with_one_attempt(judge_server: JudgeServer, make_judge_model) -> None:
     scorer = (
         create_scorer(id="reasoned", judge=make_judge_model())
         .generate_score(lambda ctx: 0.5)
@@ -306,13 +294,9 @@ async def test_prompt_based_generate_score(judge_server: JudgeServer, make_judge
     assert json.loads(result.to_json())["judge"]["generateScore"]["executions"][0]["output"] == {"score": 7.0}
 
 
-async def test_step_judge_overrides_scorer_judge_field_by_field(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_step_judge_overrides_scorer_judge_field_by_field(judge_server: JudgeServer, make_judge_model) -> None:
     scorer = (
-        create_scorer(
-            id="override", judge={"model": make_judge_model(), "instructions": "scorer instructions"}
-        )
+        create_scorer(id="override", judge={"model": make_judge_model(), "instructions": "scorer instructions"})
         .analyze(
             description="a",
             create_prompt=lambda ctx: "p",

@@ -28,9 +28,7 @@ def word_count_scorer():  # type: ignore[no-untyped-def]
         .analyze(lambda ctx: {"has_substance": ctx.results.preprocess_step_result["word_count"] > 10})
         .generate_score(lambda ctx: 1.0 if ctx.results.analyze_step_result["has_substance"] else 0.0)
         .generate_reason(
-            lambda ctx: (
-                f"Score: {ctx.score}. Response has {ctx.results.preprocess_step_result['word_count']} words."
-            )
+            lambda ctx: f"Score: {ctx.score}. Response has {ctx.results.preprocess_step_result['word_count']} words."
         )
     )
 
@@ -52,9 +50,7 @@ async def test_async_steps_and_given_run_identity() -> None:
         await asyncio.sleep(0)
         return float(ctx.run.ground_truth == ctx.run.output and ctx.run.request_context["tenant"] == "a")
 
-    scorer = create_scorer(id="exact").generate_score(
-        lambda ctx: float(ctx.run.output == ctx.run.ground_truth)
-    )
+    scorer = create_scorer(id="exact").generate_score(lambda ctx: float(ctx.run.output == ctx.run.ground_truth))
     result = await scorer.run(input="q", output="x", ground_truth="x", run_id="r-1", request_context={"t": 1})
     assert (result.score, result.run_id, result.ground_truth, result.request_context) == (
         1.0,
@@ -133,9 +129,7 @@ async def test_function_step_failing_first_leaves_no_result() -> None:
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
-async def test_not_scorable_skips_the_rest_and_has_no_score(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_not_scorable_skips_the_rest_and_has_no_score(judge_server: JudgeServer, make_judge_model) -> None:
     scorer = (
         create_scorer(id="needs-tools", judge=make_judge_model())
         .preprocess(lambda ctx: not_scorable("no tool calls in this run"))
@@ -160,9 +154,7 @@ class _Anything(BaseModel):
     ok: bool = True
 
 
-async def test_reason_failure_after_zero_score_keeps_the_snapshot(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_reason_failure_after_zero_score_keeps_the_snapshot(judge_server: JudgeServer, make_judge_model) -> None:
     scorer = (
         create_scorer(id="zero", judge=make_judge_model())
         .generate_score(description="score", create_prompt=lambda ctx: "score it")
@@ -185,9 +177,7 @@ async def test_reason_failure_after_zero_score_keeps_the_snapshot(
     assert wire["failedStep"] == "generateReason" and wire["completedSteps"] == ["generateScore"]
 
 
-async def test_create_prompt_raising_records_no_judge_execution(
-    judge_server: JudgeServer, make_judge_model
-) -> None:
+async def test_create_prompt_raising_records_no_judge_execution(judge_server: JudgeServer, make_judge_model) -> None:
     def bad_prompt(ctx):  # type: ignore[no-untyped-def]
         raise ValueError("cannot build the prompt")
 

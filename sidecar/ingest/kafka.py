@@ -90,17 +90,13 @@ class DeadLetterPublisher:
 class TraceIngestor:
     """Polls a started consumer and turns each record into runs and delivered dead letters."""
 
-    def __init__(
-        self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, config: IngestConfig
-    ) -> None:
+    def __init__(self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, config: IngestConfig) -> None:
         self.consumer = consumer
         self.publisher = publisher
         self.config = config
 
     async def poll(self, *, timeout_ms: int = 1000, max_records: int | None = None) -> list[IngestedRecord]:
-        batches: dict[Any, list[Any]] = await self.consumer.getmany(
-            timeout_ms=timeout_ms, max_records=max_records
-        )
+        batches: dict[Any, list[Any]] = await self.consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
         ingested: list[IngestedRecord] = []
         for records in batches.values():
             for record in records:

@@ -46,9 +46,6 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]),))
     result = spans_to_runs(traces, config.selection)
     letters = tuple(
-        DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id)
-        for r in result.rejects
+        DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
     )
-    return ProcessedRecord(
-        runs=result.runs, dead_letters=letters, skipped=result.skipped, spans_seen=result.spans_seen
-    )
+    return ProcessedRecord(runs=result.runs, dead_letters=letters, skipped=result.skipped, spans_seen=result.spans_seen)

@@ -77,15 +77,11 @@ class RecordedRequest:
 
     @property
     def user_prompt(self) -> str:
-        return next(
-            (str(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "user"), ""
-        )
+        return next((str(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "user"), "")
 
     @property
     def system_prompt(self) -> str | None:
-        return next(
-            (str(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "system"), None
-        )
+        return next((str(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "system"), None)
 
 
 class JudgeServer:

@@ -20,9 +20,7 @@ from opentelemetry.trace import Tracer
 __all__ = ["otlp_json", "otlp_proto", "otlp_request", "record_spans", "set_structured", "to_any_value"]
 
 
-def record_spans(
-    build: Callable[[Tracer], None], *, service_name: str = "support-agent"
-) -> list[ReadableSpan]:
+def record_spans(build: Callable[[Tracer], None], *, service_name: str = "support-agent") -> list[ReadableSpan]:
     """Run ``build(tracer)`` against a fresh TracerProvider and return the finished spans."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))

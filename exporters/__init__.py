@@ -1,0 +1,1 @@
+"""Exporters: where scores, judge usage and spans go (Prometheus, OTLP, Kafka score records)."""
