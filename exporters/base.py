@@ -1,0 +1,70 @@
+"""One sink interface for every exporter (Prometheus, OTLP traces, Kafka score records).
+
+The runtime hands each finished scorer run to every sink with ``submit``; a sink may buffer. Before
+committing Kafka offsets the runtime calls ``flush``: an offset is committed only after every sink has
+confirmed that everything submitted before it is exported (at-least-once, see docs). Sinks never raise
+out of ``submit`` for export failures: they report them through ``flush`` returning ``False``, so the
+runtime commits nothing and the records are redelivered (score ids are deterministic, so redelivery
+creates no second score).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from sidecar.runs import ScorerRunRequest
+from sidecar.scoring.errors import ScorerRunError
+from sidecar.scoring.types import ScorerRunResult
+
+__all__ = ["SCORE_ID_NAMESPACE", "RunOutcome", "ScoredRun", "Sink", "score_id_for"]
+
+# Fixed namespace: score ids must be the same in every replica and every restart.
+SCORE_ID_NAMESPACE = uuid.UUID("6f1d2c1e-8a1b-5d4e-9c3f-5c0a1e7b2d90")
+
+RunOutcome = Literal["scored", "failed", "not_scorable"]
+
+
+def score_id_for(scorer_fingerprint: str, trace_id: str, span_id: str) -> str:
+    """Deterministic UUIDv5 of (scorer fingerprint, trace id, span id)."""
+    return str(uuid.uuid5(SCORE_ID_NAMESPACE, f"{scorer_fingerprint}:{trace_id.lower()}:{span_id.lower()}"))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredRun:
+    """A finished scorer run on one span, whatever its outcome."""
+
+    request: ScorerRunRequest
+    scorer_id: str
+    scorer_name: str
+    scorer_fingerprint: str
+    outcome: RunOutcome
+    # scored / not_scorable: the run's result. failed: the error's snapshot (may be None).
+    result: ScorerRunResult | None
+    error: ScorerRunError | None
+    started_unix_nano: int
+    finished_unix_nano: int
+    agent_label: str = "unknown"  # bounded label for metrics (agent name, or "unknown")
+
+    @property
+    def score_id(self) -> str:
+        target = self.request.target
+        return score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id)
+
+
+@runtime_checkable
+class Sink(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def submit(self, run: ScoredRun) -> None:
+        """Hand a finished run over. Must not block for long and must not raise on export failures."""
+        ...
+
+    async def flush(self, timeout_s: float) -> bool:
+        """True when everything submitted so far has been exported; False on failure or timeout."""
+        ...
+
+    async def close(self) -> None: ...
