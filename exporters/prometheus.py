@@ -1,0 +1,493 @@
+"""Prometheus metrics: what SRE dashboards and alert rules read (names are a contract, see docs/metrics.md).
+
+``SidecarMetrics`` owns its own ``CollectorRegistry`` (never the process-global one), so several
+instances can live side by side (tests, embedded demos). Every label is bounded: scorer ids, agent
+labels, judge models, topics and partitions come from configuration; outcomes, token types and reasons
+from fixed sets. Trace ids never become label values: they go into exemplars, which only the
+OpenMetrics exposition carries (``exporters.http_server`` serves it when the scraper asks for it).
+
+``PrometheusSink`` is the Sink the runtime hands finished runs to; it updates the metrics synchronously
+in ``submit``. Everything the sink cannot see (consumer lag, dead letters, in-flight runs, skipped and
+shed work, judge pauses, spend) the runtime sets through ``SidecarMetrics`` methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, Literal, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from exporters.base import ScoredRun
+from sidecar import __version__
+from sidecar.ingest.deadletter import DeadLetterCounter, DeadLetterReason
+from sidecar.ingest.pipeline import ProcessedRecord
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.types import JudgeCallOutcome, JudgeExecution, JudgeExecutionSuccess, JudgeUsage
+
+__all__ = [
+    "JUDGE_CALL_DURATION_BUCKETS",
+    "JUDGE_CALL_OUTCOMES",
+    "PREFIX",
+    "RUN_OUTCOMES",
+    "SCORE_BUCKETS",
+    "SCORE_LATENCY_BUCKETS",
+    "SHED_REASONS",
+    "SKIP_OUTCOMES",
+    "TOKEN_TYPES",
+    "PrometheusSink",
+    "ScorerOutcome",
+    "ShedReason",
+    "SidecarMetrics",
+    "SkipOutcome",
+    "judge_model_label",
+    "normalise_score",
+]
+
+log = logging.getLogger(__name__)
+
+PREFIX: Final = "scoring_sidecar"
+
+ScorerOutcome = Literal["scored", "failed", "not_scorable", "filtered", "sampled_out", "shed", "too_large"]
+SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
+ShedReason = Literal["spend_cap", "circuit_open", "paused", "backpressure"]
+TokenType = Literal["input", "output", "reasoning", "cached_input", "cache_creation"]
+
+RUN_OUTCOMES: Final[tuple[str, ...]] = get_args(ScorerOutcome)
+SKIP_OUTCOMES: Final[tuple[str, ...]] = get_args(SkipOutcome)
+SHED_REASONS: Final[tuple[str, ...]] = get_args(ShedReason)
+JUDGE_CALL_OUTCOMES: Final[tuple[str, ...]] = get_args(JudgeCallOutcome)
+TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
+# Spans skipped at ingest, by SkipCounts field (not scorer outcomes: internal and no_content never reach scorers).
+SPAN_SKIP_REASONS: Final[tuple[str, ...]] = ("internal", "filtered", "sampled_out", "no_content")
+
+# JudgeUsage field → the ``type`` label.
+_USAGE_FIELDS: Final[tuple[tuple[str, TokenType], ...]] = (
+    ("input_tokens", "input"),
+    ("output_tokens", "output"),
+    ("reasoning_tokens", "reasoning"),
+    ("cached_input_tokens", "cached_input"),
+    ("cache_creation_input_tokens", "cache_creation"),
+)
+
+SCORE_BUCKETS: Final[tuple[float, ...]] = tuple(round(i / 10, 1) for i in range(1, 11))
+# OTel GenAI semantic conventions, gen_ai.client.operation.duration (explicit bucket advice).
+JUDGE_CALL_DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+# Span end → score export: from a fast in-memory path (50 ms) to a backlog of ten minutes.
+SCORE_LATENCY_BUCKETS: Final[tuple[float, ...]] = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
+
+
+def judge_model_label(model: JudgeModel | str, provider: str | None = None) -> str:
+    """The ``judge_model`` label: ``<provider>/<model>``, i.e. ``JudgeModel.litellm_model``.
+
+    Executions record provider and model id separately; the runtime knows a ``JudgeModel``. Both map
+    to the same value, so token, call and pause series of one judge join on the label.
+    """
+    if isinstance(model, JudgeModel):
+        return model.litellm_model
+    return f"{provider}/{model}" if provider else model
+
+
+def normalise_score(score: float, scale: float = 1.0) -> float | None:
+    """``score / scale`` clamped to [0, 1]; ``None`` for a non-finite score (nothing to observe)."""
+    if not math.isfinite(score):
+        return None
+    return min(1.0, max(0.0, score / scale))
+
+
+def _check_scale(scale: float) -> float:
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"a score scale must be a finite number > 0, got {scale!r}")
+    return float(scale)
+
+
+def _check(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
+    return value
+
+
+class _DeadLetterCollector(Collector):
+    """``scoring_sidecar_dead_letters_total{reason}``: counts added here plus attached ``DeadLetterCounter``s.
+
+    Every known reason is exported, zero included, so ``rate()`` and alert rules see the series from
+    the first scrape on.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._counts: dict[str, float] = {r.value: 0.0 for r in DeadLetterReason}
+        self._sources: list[DeadLetterCounter] = []
+
+    def add(self, reason: str, n: float) -> None:
+        with self._lock:
+            self._counts[reason] = self._counts.get(reason, 0.0) + n
+
+    def attach(self, counter: DeadLetterCounter) -> None:
+        with self._lock:
+            if all(source is not counter for source in self._sources):
+                self._sources.append(counter)
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            counts = dict(self._counts)
+            sources = list(self._sources)
+        for source in sources:
+            for reason, n in source.counts().items():
+                counts[reason] = counts.get(reason, 0.0) + n
+        family = CounterMetricFamily(
+            self._name, "Records (or spans) sent to the dead-letter topic, by reason.", labels=["reason"]
+        )
+        for reason in sorted(counts):
+            family.add_metric([reason], counts[reason])
+        yield family
+
+    def describe(self) -> Iterable[Metric]:
+        yield CounterMetricFamily(self._name, "", labels=["reason"])
+
+
+class SidecarMetrics:
+    """Every metric of the sidecar, in a registry of its own (``registry``)."""
+
+    def __init__(
+        self,
+        *,
+        version: str = __version__,
+        registry: CollectorRegistry | None = None,
+        scales: Mapping[str, float] | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self._clock_ns = clock_ns
+        self._scales: dict[str, float] = {k: _check_scale(v) for k, v in (scales or {}).items()}
+        self._judges: set[str] = set()
+        self._judges_lock = threading.Lock()
+        r = self.registry
+        p = PREFIX
+
+        self.build_info = Gauge(
+            f"{p}_build_info", "Always 1; the version label says which build runs.", ["version"], registry=r
+        )
+        self.build_info.labels(version=version).set(1)
+
+        # -- scores and runs ----------------------------------------------------------------------
+        self.score = Histogram(
+            f"{p}_score",
+            "Scores of successful runs, normalised to 0–1 by the scorer's scale.",
+            ["scorer", "agent"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.scorer_runs = Counter(
+            f"{p}_scorer_runs",
+            "Scorer runs (or skipped candidate runs) by outcome.",
+            ["scorer", "agent", "outcome"],
+            registry=r,
+        )
+        self.scorer_run_duration = Histogram(
+            f"{p}_scorer_run_duration_seconds",
+            "Wall time of one scorer run, all steps and judge calls included.",
+            ["scorer", "outcome"],
+            buckets=JUDGE_CALL_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.score_latency = Histogram(
+            f"{p}_score_latency_seconds",
+            "End-to-end lag from the scored span's end to the export of its score.",
+            ["scorer"],
+            buckets=SCORE_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.runs_in_flight = Gauge(f"{p}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r)
+
+        # -- judge ----------------------------------------------------------------------------------
+        self.judge_tokens = Counter(
+            f"{p}_judge_tokens",
+            "Judge tokens by type, for successful and failed executions alike.",
+            ["judge_model", "scorer", "type", "status"],
+            registry=r,
+        )
+        self.judge_call_duration = Histogram(
+            f"{p}_judge_call_duration_seconds",
+            "Duration of one judge HTTP call (gen_ai.client.operation.duration buckets).",
+            ["judge_model", "outcome"],
+            buckets=JUDGE_CALL_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.judge_calls = Counter(
+            f"{p}_judge_calls", "Judge HTTP calls by outcome.", ["judge_model", "outcome"], registry=r
+        )
+        self.judge_cost = Counter(
+            f"{p}_judge_cost_usd",
+            "Judge cost in USD: estimated from token prices (every execution) or reported by the provider.",
+            ["judge_model", "scorer", "source"],
+            registry=r,
+        )
+        self.judge_paused = Gauge(
+            f"{p}_judge_paused",
+            "1 while calls to this judge are paused (circuit open, spend cap).",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_spend = Gauge(
+            f"{p}_judge_spend_usd",
+            "Judge spend in USD within the current spend-cap window.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_spend_cap = Gauge(
+            f"{p}_judge_spend_cap_usd", "The configured spend cap in USD per window.", ["judge_model"], registry=r
+        )
+        self.judge_shed = Counter(
+            f"{p}_judge_shed",
+            "Scorer runs shed before reaching the judge, by reason.",
+            ["judge_model", "reason"],
+            registry=r,
+        )
+
+        # -- ingest ---------------------------------------------------------------------------------
+        self.consumer_lag = Gauge(
+            f"{p}_consumer_lag_records",
+            "Records between the committed offset and the partition's high watermark.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.records_consumed = Counter(f"{p}_records_consumed", "Kafka records consumed.", ["topic"], registry=r)
+        self.spans_seen = Counter(f"{p}_spans_seen", "Spans decoded from consumed records.", registry=r)
+        self.spans_skipped = Counter(
+            f"{p}_spans_skipped",
+            "Candidate spans deliberately not scored at ingest, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self._dead_letters = _DeadLetterCollector(f"{p}_dead_letters")
+        r.register(self._dead_letters)
+
+    # -- configuration ------------------------------------------------------------------------------
+    def set_scorer_scale(self, scorer: str, scale: float) -> None:
+        """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
+        self._scales[scorer] = _check_scale(scale)
+
+    def scale_for(self, scorer: str) -> float:
+        return self._scales.get(scorer, 1.0)
+
+    def register_judge(self, judge_model: JudgeModel | str) -> str:
+        """Create a judge's series at zero (calls by outcome, paused), so rates and alerts see them early."""
+        label = judge_model_label(judge_model)
+        with self._judges_lock:
+            if label in self._judges:
+                return label
+            self._judges.add(label)
+        for outcome in JUDGE_CALL_OUTCOMES:
+            self.judge_calls.labels(judge_model=label, outcome=outcome)
+        self.judge_paused.labels(judge_model=label)
+        return label
+
+    # -- runs -----------------------------------------------------------------------------------------
+    def observe_score(
+        self,
+        scorer: str,
+        agent: str,
+        score: float,
+        *,
+        scale: float | None = None,
+        trace_id: str | None = None,
+    ) -> float | None:
+        """Observe one score, normalised (``scale`` defaults to the scorer's). Returns what was observed."""
+        value = normalise_score(score, _check_scale(scale) if scale is not None else self.scale_for(scorer))
+        if value is not None:
+            self.score.labels(scorer=scorer, agent=agent).observe(value, exemplar=_exemplar(trace_id))
+        return value
+
+    def count_run(
+        self, scorer: str, agent: str, outcome: ScorerOutcome, n: float = 1, *, trace_id: str | None = None
+    ) -> None:
+        _check(outcome, RUN_OUTCOMES, "scorer outcome")
+        self.scorer_runs.labels(scorer=scorer, agent=agent, outcome=outcome).inc(n, exemplar=_exemplar(trace_id))
+
+    def count_skipped(self, scorer: str, outcome: SkipOutcome, n: float = 1, *, agent: str = "unknown") -> None:
+        """Runs that never happened: filtered, sampled_out, shed, too_large (scorer ``""`` when not per scorer)."""
+        _check(outcome, SKIP_OUTCOMES, "skip outcome")
+        if n:
+            self.scorer_runs.labels(scorer=scorer, agent=agent, outcome=outcome).inc(n)
+
+    def observe_score_latency(self, scorer: str, span_end_unix_nano: int, *, trace_id: str | None = None) -> None:
+        """Observe now − span end (skipped when the span end is unknown; clock skew clamps to 0)."""
+        if span_end_unix_nano <= 0:
+            return
+        lag_s = max(0.0, (self._clock_ns() - span_end_unix_nano) / 1e9)
+        self.score_latency.labels(scorer=scorer).observe(lag_s, exemplar=_exemplar(trace_id))
+
+    def run_started(self, n: int = 1) -> None:
+        self.runs_in_flight.inc(n)
+
+    def run_finished(self, n: int = 1) -> None:
+        self.runs_in_flight.dec(n)
+
+    def set_runs_in_flight(self, n: int) -> None:
+        self.runs_in_flight.set(n)
+
+    def observe_run(self, run: ScoredRun) -> None:
+        """Everything a finished run tells: outcome, score, end-to-end lag, duration, judge usage and cost."""
+        target = run.request.target
+        scorer, agent = run.scorer_id, run.agent_label
+        self.count_run(scorer, agent, run.outcome, trace_id=target.trace_id)
+        duration_s = (run.finished_unix_nano - run.started_unix_nano) / 1e9
+        if duration_s >= 0:
+            self.scorer_run_duration.labels(scorer=scorer, outcome=run.outcome).observe(duration_s)
+        if run.outcome == "scored" and run.result is not None and run.result.score is not None:
+            self.observe_score(scorer, agent, run.result.score, trace_id=target.trace_id)
+            self.observe_score_latency(scorer, target.end_time_unix_nano, trace_id=target.trace_id)
+        if run.result is not None and run.result.judge is not None:
+            for execution in run.result.judge.executions():
+                self.observe_judge_execution(scorer, execution)
+
+    # -- judge ----------------------------------------------------------------------------------------
+    def observe_judge_execution(self, scorer: str, execution: JudgeExecution) -> None:
+        """Tokens (both statuses), calls by outcome and their durations, estimated and provider cost."""
+        model = self.register_judge(judge_model_label(execution.judge_model_id, execution.judge_provider))
+        usage: JudgeUsage | None = execution.usage  # summed over the execution's responses (calls carry the same)
+        if usage is not None:
+            for field, token_type in _USAGE_FIELDS:
+                tokens: int | None = getattr(usage, field)
+                if tokens is not None and tokens >= 0:
+                    self.judge_tokens.labels(
+                        judge_model=model, scorer=scorer, type=token_type, status=execution.status
+                    ).inc(tokens)
+        for call in execution.calls:
+            self.judge_calls.labels(judge_model=model, outcome=call.outcome).inc()
+            self.judge_call_duration.labels(judge_model=model, outcome=call.outcome).observe(max(0.0, call.duration_s))
+        estimated = execution.estimated_cost_usd
+        if estimated is not None and math.isfinite(estimated) and estimated >= 0:
+            self.judge_cost.labels(judge_model=model, scorer=scorer, source="estimated").inc(estimated)
+        if isinstance(execution, JudgeExecutionSuccess) and execution.cost is not None:
+            cost = execution.cost
+            if cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
+                self.judge_cost.labels(judge_model=model, scorer=scorer, source="provider").inc(cost.amount)
+
+    def set_judge_paused(self, judge_model: JudgeModel | str, paused: bool) -> None:
+        self.judge_paused.labels(judge_model=self.register_judge(judge_model)).set(1 if paused else 0)
+
+    def set_judge_spend(self, judge_model: JudgeModel | str, spent_usd: float, cap_usd: float | None = None) -> None:
+        """Spend within the current cap window (and the cap, when one is configured)."""
+        label = self.register_judge(judge_model)
+        self.judge_spend.labels(judge_model=label).set(spent_usd)
+        if cap_usd is not None:
+            self.judge_spend_cap.labels(judge_model=label).set(cap_usd)
+
+    def count_judge_shed(
+        self,
+        judge_model: JudgeModel | str,
+        reason: ShedReason,
+        n: float = 1,
+        *,
+        scorer: str = "",
+        agent: str = "unknown",
+    ) -> None:
+        """Runs shed for a judge (over the spend cap, circuit open, …); also counted as scorer outcome ``shed``."""
+        _check(reason, SHED_REASONS, "shed reason")
+        if n:
+            self.judge_shed.labels(judge_model=self.register_judge(judge_model), reason=reason).inc(n)
+            self.count_skipped(scorer, "shed", n, agent=agent)
+
+    # -- ingest ---------------------------------------------------------------------------------------
+    def set_consumer_lag(self, topic: str, partition: int, lag: int) -> None:
+        self.consumer_lag.labels(topic=topic, partition=str(partition)).set(max(0, lag))
+
+    def remove_consumer_lag(self, topic: str, partition: int) -> None:
+        """Drop a partition's lag series (the partition was revoked: another replica reports it now)."""
+        with contextlib.suppress(KeyError):
+            self.consumer_lag.remove(topic, str(partition))
+
+    def count_records_consumed(self, topic: str, n: int = 1) -> None:
+        self.records_consumed.labels(topic=topic).inc(n)
+
+    def count_spans_seen(self, n: int) -> None:
+        self.spans_seen.inc(n)
+
+    def count_dead_letters(self, reason: DeadLetterReason | str, n: int = 1) -> None:
+        self._dead_letters.add(str(reason), n)
+
+    def track_dead_letters(self, counter: DeadLetterCounter) -> None:
+        """Export a ``DeadLetterCounter``'s counts, read at scrape time (instead of ``count_dead_letters``)."""
+        self._dead_letters.attach(counter)
+
+    def observe_record(self, topic: str, processed: ProcessedRecord) -> None:
+        """One consumed record: counted, its spans seen, ingest skips (``filtered`` and ``sampled_out`` also as
+        scorer outcomes with scorer ``""``). Dead letters are left to ``count_dead_letters``/``track_dead_letters``.
+        """
+        self.count_records_consumed(topic)
+        if processed.spans_seen:
+            self.count_spans_seen(processed.spans_seen)
+        skipped = processed.skipped
+        for reason in SPAN_SKIP_REASONS:
+            n: int = getattr(skipped, reason)
+            if n:
+                self.spans_skipped.labels(reason=reason).inc(n)
+        self.count_skipped("", "filtered", skipped.filtered)
+        self.count_skipped("", "sampled_out", skipped.sampled_out)
+
+
+def _exemplar(trace_id: str | None) -> dict[str, str] | None:
+    return {"trace_id": trace_id} if trace_id else None
+
+
+class PrometheusSink:
+    """The Sink for metrics: ``submit`` updates ``SidecarMetrics`` at once; nothing is buffered."""
+
+    name = "prometheus"
+
+    def __init__(self, metrics: SidecarMetrics) -> None:
+        self.metrics = metrics
+
+    async def start(self) -> None:
+        return None
+
+    async def submit(self, run: ScoredRun) -> None:
+        try:
+            self.metrics.observe_run(run)
+        except Exception:  # metrics must never take a run (or the runtime) down
+            log.exception("could not record metrics for scorer run %s", run.scorer_id)
+
+    async def flush(self, timeout_s: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
