@@ -1,0 +1,393 @@
+"""Kafka score records through a real Kafka-compatible broker (Tansu), from real scorer runs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaConnectionError
+from pydantic import BaseModel
+
+from exporters.base import ScoredRun, Sink, score_id_for
+from exporters.kafka_scores import KafkaScoreSink, score_record, score_record_json
+from sidecar import __version__
+from sidecar.embedded.broker import EmbeddedBroker, create_topics
+from sidecar.runs import ScorerRunRequest, SpanTarget
+from sidecar.scoring import Scorer, ScorerRunError, create_scorer, not_scorable
+from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
+from sidecar.scoring.types import ScorerRunResult
+from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.judge import SECRET_KEY, JudgeModelFactory
+
+NewTopic = Callable[..., Awaitable[str]]
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+SPAN_ID = "00f067aa0ba902b7"
+FINISHED_NS = 1_700_000_000_123_456_789  # 2023-11-14T22:13:20.123456789Z
+FAST_CONSUMER = {"fetch_max_wait_ms": 50}
+QUESTION = "How do I reset my password?"
+ANSWER = "Open Settings, choose Security, then Reset password."
+ANALYSIS = {"addressed": True, "confidence": 0.75}
+REASON = "The score is 0.75 because the answer addresses the question."
+
+
+@pytest.fixture
+def transport() -> str:
+    """One judge client path is enough here (the judge's own tests cover both)."""
+    return "http"
+
+
+class Analysis(BaseModel):
+    addressed: bool
+    confidence: float
+
+
+def judged_scorer(make_judge_model: JudgeModelFactory) -> Scorer:
+    """Every step kind: a function preprocess, a judged analyze, a function score, a judged reason."""
+    return (
+        create_scorer(
+            id="helpfulness",
+            name="Helpfulness",
+            judge={"model": make_judge_model(), "instructions": "You are a strict judge."},
+        )
+        .preprocess(lambda ctx: {"question": ctx.run.input.input_messages[0].text})
+        .analyze(
+            description="is the question addressed",
+            create_prompt=lambda ctx: (
+                f"Question: {ctx.results.preprocess_step_result['question']}\nAnswer: {ctx.run.output[0].text}"
+            ),
+            output_schema=Analysis,
+        )
+        .generate_score(lambda ctx: ctx.results.analyze_step_result.confidence)
+        .generate_reason(description="explain", create_prompt=lambda ctx: f"Explain the score {ctx.score}.")
+    )
+
+
+def make_request(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> ScorerRunRequest:
+    target = SpanTarget(
+        trace_id=trace_id,
+        span_id=span_id,
+        span_name="invoke_agent support",
+        convention="genai",
+        agent_name="support",
+        agent_id="agent-7",
+        service_name="shop",
+        model="gpt-4o",
+        end_time_unix_nano=FINISHED_NS - 5_000_000_000,
+    )
+    return ScorerRunRequest(
+        target=target,
+        input=AgentRunInput(
+            input_messages=(user_message(QUESTION),), system_messages=(SystemMessage(content="Be brief."),)
+        ),
+        output=(assistant_message(ANSWER),),
+    )
+
+
+async def run_scorer(scorer: Scorer, request: ScorerRunRequest) -> ScoredRun:
+    """Run the scorer as the runtime does and wrap the outcome."""
+    started = time.time_ns()
+    result: ScorerRunResult | None
+    error: ScorerRunError | None = None
+    try:
+        result = await scorer.run(input=request.input, output=request.output)
+    except ScorerRunError as exc:
+        result, error = exc.result, exc
+    outcome = "failed" if error else ("not_scorable" if result and result.not_scorable else "scored")
+    return ScoredRun(
+        request=request,
+        scorer_id=scorer.id,
+        scorer_name=scorer.name,
+        scorer_fingerprint=scorer.fingerprint,
+        outcome=outcome,  # type: ignore[arg-type]
+        result=result,
+        error=error,
+        started_unix_nano=started,
+        finished_unix_nano=FINISHED_NS,
+        agent_label="support",
+    )
+
+
+async def scored_run(judge_server: JudgeServer, make_judge_model: JudgeModelFactory, **ids: str) -> ScoredRun:
+    judge_server.script(Reply.json(ANALYSIS), Reply(content=REASON))
+    run = await run_scorer(judged_scorer(make_judge_model), make_request(**ids))
+    assert run.outcome == "scored", run.error
+    return run
+
+
+async def read_all(bootstrap: str, topic: str, count: int) -> list[ConsumerRecord[bytes, bytes]]:
+    """Exactly ``count`` records: waits for them, then checks the partition holds no more."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **FAST_CONSUMER)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning()
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        for _ in range(100):
+            if len(records) >= count:
+                break
+            for batch in (await consumer.getmany(timeout_ms=100)).values():
+                records.extend(batch)
+        assert len(records) == count, f"{len(records)} records, expected {count}"
+        assert consumer.highwater(tp) == count  # and nothing more was produced
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def test_scored_run_record_through_the_broker(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    topic = await new_topic("scores")
+    run = await scored_run(judge_server, make_judge_model)
+    assert run.result is not None and run.result.judge is not None
+    sink = KafkaScoreSink(kafka_bootstrap, topic)
+    assert isinstance(sink, Sink) and sink.name == "kafka_scores"
+    await sink.start()
+    try:
+        await sink.submit(run)
+        assert await sink.flush(5.0)
+        assert sink.sent == 1 and sink.outstanding == 0
+    finally:
+        await sink.close()
+
+    [record] = await read_all(kafka_bootstrap, topic, 1)
+    assert record.key == TRACE_ID.encode()
+    assert dict(record.headers) == {"content-type": b"application/json", "score-id": run.score_id.encode()}
+    body = json.loads(record.value)
+    result_json = json.loads(run.result.to_json())
+    fingerprint = judged_scorer(make_judge_model).fingerprint
+    expected_score_id = score_id_for(fingerprint, TRACE_ID, SPAN_ID)
+    assert body == {
+        "scoreId": expected_score_id,
+        "timestamp": "2023-11-14T22:13:20.123Z",
+        "traceId": TRACE_ID,
+        "spanId": SPAN_ID,
+        "scorerId": "helpfulness",
+        "scorerName": "Helpfulness",
+        "scoreSource": "live",
+        "score": 0.75,
+        "reason": REASON,
+        "scoreTraceId": TRACE_ID,
+        "runId": run.result.run_id,
+        "preprocessStepResult": {"question": QUESTION},
+        "analyzeStepResult": ANALYSIS,
+        "analyzePrompt": f"Question: {QUESTION}\nAnswer: {ANSWER}",
+        "generateReasonPrompt": "Explain the score 0.75.",
+        # The judge record exactly as the result serialises it (camelCase, no telemetry fields).
+        "judge": result_json["judge"],
+        "metadata": {
+            "agentName": "support",
+            "agentId": "agent-7",
+            "serviceName": "shop",
+            "model": "gpt-4o",
+            "spanName": "invoke_agent support",
+            "spanKind": "agent",
+            "convention": "genai",
+            "scorerFingerprint": fingerprint,
+            "sidecarVersion": __version__,
+        },
+    }
+    # The judge record in detail: both judged steps, with what the provider reported.
+    analyze = body["judge"]["analyze"]["executions"][0]
+    assert analyze["status"] == "success" and analyze["output"] == ANALYSIS
+    assert analyze["usage"] == {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+    assert analyze["judgeModelId"] == "gpt-4o-mini" and analyze["judgeProvider"] == "openai"
+    assert analyze["attemptCount"] == 1 and analyze["modelCallCount"] == 1
+    assert {"calls", "step", "estimatedCostUsd"}.isdisjoint(analyze)
+    assert body["judge"]["generateReason"]["executions"][0]["output"] == REASON
+    # The traced conversation is not part of the record, and no secret is anywhere in it.
+    assert {"input", "output", "groundTruth", "requestContext", "notScorable"}.isdisjoint(body)
+    assert "Be brief." not in record.value.decode() and SECRET_KEY not in record.value.decode()
+
+
+async def test_redelivered_run_has_the_same_score_id(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    topic = await new_topic("scores-dup")
+    first = await scored_run(judge_server, make_judge_model)
+    # The record is redelivered after a crash: the span is scored again (a new run id, same score id).
+    again = await scored_run(judge_server, make_judge_model)
+    other_span = await scored_run(judge_server, make_judge_model, span_id="1111111111111111")
+    assert first.result is not None and again.result is not None
+    assert first.result.run_id != again.result.run_id
+    sink = KafkaScoreSink(kafka_bootstrap, topic, compression_type="gzip")
+    await sink.start()
+    try:
+        for run in (first, again, first, other_span):
+            await sink.submit(run)
+        assert await sink.flush(5.0)
+    finally:
+        await sink.close()
+
+    records = await read_all(kafka_bootstrap, topic, 4)
+    bodies = [json.loads(r.value) for r in records]
+    assert [b["runId"] for b in bodies] == [
+        first.result.run_id,
+        again.result.run_id,
+        first.result.run_id,
+        bodies[3]["runId"],
+    ]
+    deduplicated = {b["scoreId"]: b for b in bodies}  # what a consumer keyed by score id keeps
+    assert list(deduplicated) == [first.score_id, other_span.score_id]
+    assert first.score_id == again.score_id != other_span.score_id
+    assert [dict(r.headers)["score-id"].decode() for r in records] == [b["scoreId"] for b in bodies]
+    assert records[0].value == records[2].value  # the same run encodes to the same bytes
+
+
+async def test_failed_and_not_scorable_runs_produce_nothing(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    topic = await new_topic("scores-outcomes")
+    # Failed after the score was computed: generate_reason's judge call is refused.
+    judge_server.script(Reply.json(ANALYSIS), Reply.error(400, "content policy"))
+    failed = await run_scorer(judged_scorer(make_judge_model), make_request(span_id="2222222222222222"))
+    assert failed.outcome == "failed" and failed.result is not None and failed.result.score == 0.75
+    # Not scorable: preprocess says so, no judge call.
+    skipping = (
+        create_scorer(id="needs-tools", judge=make_judge_model())
+        .preprocess(lambda ctx: not_scorable("no tool calls"))
+        .generate_score(lambda ctx: 1.0)
+    )
+    unscorable = await run_scorer(skipping, make_request(span_id="3333333333333333"))
+    assert unscorable.outcome == "not_scorable"
+    scored = await scored_run(judge_server, make_judge_model)
+    assert score_record(failed) is None and score_record(unscorable) is None
+    assert score_record_json(failed) is None
+
+    sink = KafkaScoreSink(kafka_bootstrap, topic)
+    await sink.start()
+    try:
+        for run in (failed, unscorable, scored):
+            await sink.submit(run)
+        assert await sink.flush(5.0)
+        assert sink.ignored == {"failed": 1, "not_scorable": 1}
+        assert sink.sent == 1
+    finally:
+        await sink.close()
+    [record] = await read_all(kafka_bootstrap, topic, 1)
+    assert json.loads(record.value)["scoreId"] == scored.score_id
+
+
+async def test_score_record_is_the_reusable_format() -> None:
+    scorer = create_scorer(id="length").generate_score(lambda ctx: len(ctx.run.output[0].text) / 100)
+    run = await run_scorer(scorer, make_request())
+    encoded = score_record(run)
+    assert encoded is not None
+    key, value, headers = encoded
+    assert key == TRACE_ID.encode()
+    assert headers == [("content-type", b"application/json"), ("score-id", run.score_id.encode())]
+    body = json.loads(value)
+    assert body == score_record_json(run)
+    # No generate_reason step: reason is null; absent steps leave no keys; no judge without prompt steps.
+    assert body["reason"] is None and body["score"] == pytest.approx(len(ANSWER) / 100)
+    assert {"preprocessStepResult", "analyzeStepResult", "judge", "analyzePrompt"}.isdisjoint(body)
+    assert list(body)[:11] == [
+        "scoreId",
+        "timestamp",
+        "traceId",
+        "spanId",
+        "scorerId",
+        "scorerName",
+        "scoreSource",
+        "score",
+        "reason",
+        "scoreTraceId",
+        "runId",
+    ]
+    assert value == score_record(run)[1]  # type: ignore[index]  # deterministic bytes
+
+
+async def test_flush_is_false_while_the_broker_is_down_then_resends(
+    judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    run = await scored_run(judge_server, make_judge_model)
+    broker = await EmbeddedBroker().start_async()
+    restarted: EmbeddedBroker | None = None
+    sink: KafkaScoreSink | None = None
+    try:
+        port, topic = broker.port, "scores-outage"
+        await create_topics(broker.bootstrap_servers, {topic: 1})
+        sink = KafkaScoreSink(broker.bootstrap_servers, topic, {"request_timeout_ms": 500, "retry_backoff_ms": 50})
+        await sink.start()
+        await sink.submit(run)
+        assert await sink.flush(5.0)  # metadata known, one record acknowledged
+        await broker.stop_async(timeout_s=0.2)  # Tansu lingers on SIGTERM while clients are connected
+
+        started = time.monotonic()
+        await sink.submit(run)  # never raises, never waits for the broker
+        assert time.monotonic() - started < 0.1
+        assert not await sink.flush(1.0)  # not acknowledged: the runtime must not commit
+        assert sink.outstanding == 1
+        assert not await sink.flush(1.0)  # still not: the record is kept, never forgotten
+        assert sink.outstanding == 1 and sink.failed_attempts >= 1 and sink.dropped == 0
+
+        # The broker comes back (empty: memory storage); the next flush sends the kept record.
+        restarted = await EmbeddedBroker(port=port).start_async()
+        await create_topics(restarted.bootstrap_servers, {topic: 1})
+        ok = False
+        for _ in range(10):
+            if ok := await sink.flush(1.0):
+                break
+        assert ok and sink.outstanding == 0
+        [record] = await read_all(restarted.bootstrap_servers, topic, 1)
+        assert json.loads(record.value)["scoreId"] == run.score_id
+    finally:
+        if sink is not None:
+            await sink.close(timeout_s=1.0)
+        await broker.stop_async(timeout_s=0.2)
+        if restarted is not None:
+            await restarted.stop_async(timeout_s=0.2)
+
+
+async def test_record_too_large_is_dropped_and_reported_once(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    topic = await new_topic("scores-large")
+    run = await scored_run(judge_server, make_judge_model)
+    encoded = score_record(run)
+    assert encoded is not None
+    sink = KafkaScoreSink(kafka_bootstrap, topic, {"max_request_size": len(encoded[1]) // 2})
+    await sink.start()
+    try:
+        await sink.submit(run)
+        assert not await sink.flush(5.0)  # the broker can never take it: reported...
+        assert sink.dropped == 1 and sink.outstanding == 0
+        assert await sink.flush(5.0)  # ...once, and not retried forever
+    finally:
+        await sink.close()
+
+
+async def test_lifecycle_edges(kafka_bootstrap: str) -> None:
+    sink = KafkaScoreSink(kafka_bootstrap, "never-used")
+    assert await sink.flush(0.1)  # nothing submitted, not started
+    await sink.close()  # closing an unstarted sink is fine
+    with pytest.raises(KafkaConnectionError):
+        await KafkaScoreSink("127.0.0.1:1", "t", {"request_timeout_ms": 500}).start()
+
+
+async def test_close_with_the_broker_down_is_bounded(
+    judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    run = await scored_run(judge_server, make_judge_model)
+    broker = await EmbeddedBroker().start_async()
+    try:
+        await create_topics(broker.bootstrap_servers, {"scores-close": 1})
+        sink = KafkaScoreSink(broker.bootstrap_servers, "scores-close", {"request_timeout_ms": 500})
+        await sink.start()
+        await sink.submit(run)
+        assert await sink.flush(5.0)
+        await broker.stop_async(timeout_s=0.2)
+        await sink.submit(run)
+        await sink.submit(run)
+        started = time.monotonic()
+        await sink.close(timeout_s=0.3)  # abandons the two records (nothing was committed past them)
+        assert time.monotonic() - started < 1.0
+        assert sink.outstanding == 0
+        assert await sink.flush(0.1)  # closed: nothing left to wait for
+    finally:
+        await broker.stop_async(timeout_s=0.2)
