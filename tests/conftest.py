@@ -12,6 +12,7 @@ from tests.support.judge import (
     make_judge_model,
     transport,
 )
+from tests.support.otlp_receiver import otlp_receiver, otlp_receiver_session
 
 __all__ = [
     "close_judges_at_exit",
@@ -21,6 +22,8 @@ __all__ = [
     "kafka_broker",
     "make_judge_model",
     "new_topic",
+    "otlp_receiver",
+    "otlp_receiver_session",
     "transport",
     "unique_name",
 ]
