@@ -70,11 +70,14 @@ class JudgeUsage(_Record):
         def add(a: int | None, b: int | None) -> int | None:
             return None if a is None and b is None else (a or 0) + (b or 0)
 
-        return JudgeUsage(**{name: add(getattr(self, name), getattr(other, name)) for name in type(self).model_fields})
+        return JudgeUsage(**{name: add(getattr(self, name), getattr(other, name)) for name in _USAGE_FIELDS})
 
     @property
     def is_empty(self) -> bool:
-        return all(getattr(self, name) is None for name in type(self).model_fields)
+        return all(getattr(self, name) is None for name in _USAGE_FIELDS)
+
+
+_USAGE_FIELDS: tuple[str, ...] = tuple(JudgeUsage.model_fields)
 
 
 class JudgeCost(_Record):

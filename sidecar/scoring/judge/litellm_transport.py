@@ -6,6 +6,7 @@ otherwise, fetches a price map from the network.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from types import ModuleType
@@ -60,7 +61,7 @@ class LiteLLMTransport:
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if request.response_format is not None:
-            kwargs["response_format"] = dict(request.response_format)
+            kwargs["response_format"] = copy.deepcopy(dict(request.response_format))
         if self._model.temperature is not None:
             kwargs["temperature"] = self._model.temperature
         if self._model.max_tokens is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Literal
 
@@ -71,9 +72,13 @@ class JudgeModel(BaseModel):
         env = _KEY_ENV.get(self.provider)
         return os.environ.get(env) if env else None
 
+    @functools.cached_property
+    def _cache_key(self) -> str:
+        return self.model_dump_json() + "\x00" + (self.resolved_api_key() or "")
+
     def cache_key(self) -> str:
         """Identity of the connection, secret included (clients are shared per key, never logged)."""
-        return self.model_dump_json() + "\x00" + (self.resolved_api_key() or "")
+        return self._cache_key
 
 
 class Judge(BaseModel):

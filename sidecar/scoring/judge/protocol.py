@@ -79,15 +79,17 @@ def parse_usage(raw: Any) -> JudgeUsage | None:
     reasoning = _nested(raw, "completion_tokens_details", "reasoning_tokens")
     if reasoning is None:
         reasoning = _number(raw.get("reasoning_tokens"))
-    usage = JudgeUsage(
+    creation = _number(raw.get("cache_creation_input_tokens"))
+    if all(v is None for v in (input_tokens, output_tokens, total, reasoning, cached, creation)):
+        return None
+    return JudgeUsage(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=total,
         reasoning_tokens=reasoning,
         cached_input_tokens=cached,
-        cache_creation_input_tokens=_number(raw.get("cache_creation_input_tokens")),
+        cache_creation_input_tokens=creation,
     )
-    return None if usage.is_empty else usage
 
 
 def parse_provider_cost(raw_usage: Any) -> JudgeCost | None:

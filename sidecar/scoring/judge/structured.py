@@ -12,6 +12,7 @@ import json
 import re
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,13 +96,24 @@ def _schema_text(schema: type[BaseModel]) -> str:
     return text
 
 
-def _schema_json(schema: type[BaseModel]) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(_schema_text(schema))
-    return value
+_response_formats: weakref.WeakKeyDictionary[type[BaseModel], dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
-def native_response_format(schema: type[BaseModel], step: StepName) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": f"{step}_output", "schema": _schema_json(schema)}}
+def native_response_format(schema: type[BaseModel], step: StepName) -> Mapping[str, Any]:
+    """The ``response_format`` for native schema mode, built once per schema and step.
+
+    Shared between calls: transports must treat it as read-only (the litellm transport copies it deeply,
+    since providers' adapters may rewrite schemas in place).
+    """
+    per_step = _response_formats.setdefault(schema, {})
+    response_format = per_step.get(step)
+    if response_format is None:
+        schema_json = json.loads(_schema_text(schema))
+        response_format = per_step[step] = {
+            "type": "json_schema",
+            "json_schema": {"name": f"{step}_output", "schema": schema_json},
+        }
+    return response_format
 
 
 def fallback_prompt(prompt: str, schema: type[BaseModel]) -> str:
@@ -149,7 +161,7 @@ async def execute_prompt_step(
     calls: list[JudgeCall] = []
     attempts = 0
 
-    async def attempt(text: str, response_format: dict[str, Any] | None) -> CallResult:
+    async def attempt(text: str, response_format: Mapping[str, Any] | None) -> CallResult:
         nonlocal attempts
         attempts += 1
         result = await client.call(ChatRequest(_messages(judge, text), response_format))
