@@ -12,7 +12,7 @@ from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
 from sidecar.runs import ScorerRunRequest
 
-__all__ = ["IngestConfig", "ProcessedRecord", "process_record"]
+__all__ = ["IngestConfig", "MultiProcessedRecord", "ProcessedRecord", "process_record", "process_record_multi"]
 
 
 class IngestConfig(BaseModel):
@@ -49,3 +49,50 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
     )
     return ProcessedRecord(runs=result.runs, dead_letters=letters, skipped=result.skipped, spans_seen=result.spans_seen)
+
+
+@dataclass(frozen=True, slots=True)
+class MultiProcessedRecord:
+    """One record processed for several scorers' selections: decoded once, mapped per selection."""
+
+    runs: tuple[tuple[ScorerRunRequest, ...], ...] = ()  # one tuple per selection, in order
+    dead_letters: tuple[DeadLetter, ...] = ()
+    skipped: tuple[SkipCounts, ...] = ()
+    spans_seen: int = 0
+
+
+def process_record_multi(
+    value: bytes | None, config: IngestConfig, selections: tuple[Selection, ...]
+) -> MultiProcessedRecord:
+    """Like :func:`process_record`, for several selections. A span rejected under several selections
+    is dead-lettered once."""
+    empty = tuple(() for _ in selections)
+    if value is None:
+        return MultiProcessedRecord(runs=empty, skipped=tuple(SkipCounts() for _ in selections))
+    no_skips = tuple(SkipCounts() for _ in selections)
+    if len(value) > config.max_record_bytes:
+        detail = f"record is {len(value)} bytes > {config.max_record_bytes}"
+        letter = DeadLetter(DeadLetterReason.RECORD_TOO_LARGE, detail)
+        return MultiProcessedRecord(runs=empty, dead_letters=(letter,), skipped=no_skips)
+    try:
+        traces = decode_traces(value, config.encoding)
+    except TraceDecodeError as exc:
+        letter = DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300])
+        return MultiProcessedRecord(runs=empty, dead_letters=(letter,), skipped=no_skips)
+    runs: list[tuple[ScorerRunRequest, ...]] = []
+    skipped: list[SkipCounts] = []
+    letters: dict[tuple[str, str, str], DeadLetter] = {}
+    spans_seen = 0
+    for selection in selections:
+        result = spans_to_runs(traces, selection)
+        runs.append(result.runs)
+        skipped.append(result.skipped)
+        spans_seen = max(spans_seen, result.spans_seen)
+        for r in result.rejects:
+            letters.setdefault(
+                (r.trace_id, r.span_id, r.reason),
+                DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id),
+            )
+    return MultiProcessedRecord(
+        runs=tuple(runs), dead_letters=tuple(letters.values()), skipped=tuple(skipped), spans_seen=spans_seen
+    )

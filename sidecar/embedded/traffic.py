@@ -1,0 +1,214 @@
+"""Synthetic agent traffic as an OTel Collector would write it to Kafka: real SDK spans, OTLP-encoded.
+
+Several agents, good / partial / poor answers, two conventions (OTel GenAI and OpenInference), with
+HTTP and database spans around each agent run, so that selection has something to skip. Used by the
+embedded demo and by the service's tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind
+from opentelemetry.util.types import AttributeValue
+
+__all__ = ["AGENTS", "Conversation", "GeneratedTrace", "TrafficGenerator"]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    quality: str  # excellent | partial | poor
+    user: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    name: str
+    service: str
+    system: str
+    convention: str  # genai | openinference
+    conversations: tuple[Conversation, ...]
+
+
+AGENTS: tuple[AgentProfile, ...] = (
+    AgentProfile(
+        "coding-assistant",
+        "dev-portal",
+        "You are a helpful coding assistant. Always provide working code examples.",
+        "genai",
+        (
+            Conversation(
+                "excellent",
+                "Write a Python function to calculate factorial with error handling for negative numbers",
+                'def factorial(n):\n    """Calculate the factorial of n; raise ValueError for negative numbers."""\n'
+                '    if n < 0:\n        raise ValueError("factorial is not defined for negative numbers")\n'
+                "    return 1 if n in (0, 1) else n * factorial(n - 1)",
+            ),
+            Conversation(
+                "partial",
+                "List the benefits of TypeScript in bullet points",
+                "TypeScript provides static typing, better IDE support, and enhanced code reliability.",
+            ),
+            Conversation(
+                "poor",
+                "Write a Python class with initialization, validation, error handling, and documentation",
+                "class Example:\n    def __init__(self, value):\n        self.value = value",
+            ),
+        ),
+    ),
+    AgentProfile(
+        "travel-agent",
+        "travel-api",
+        "You are a concise travel agent. Answer with concrete suggestions.",
+        "openinference",
+        (
+            Conversation(
+                "excellent",
+                "Suggest three museums to visit in Paris with their opening hours",
+                "Three museums in Paris: the Louvre (9:00-18:00), the Musee d'Orsay (9:30-18:00) and the "
+                "Centre Pompidou (11:00-21:00). Check opening hours before you visit museums in Paris.",
+            ),
+            Conversation(
+                "partial",
+                "Plan a two day itinerary for Rome with restaurants and museums",
+                "Day one: visit the Colosseum. Day two: the Vatican.",
+            ),
+            Conversation("poor", "What documents do I need to travel from Canada to Japan", "Have a nice trip!"),
+        ),
+    ),
+    AgentProfile(
+        "support-bot",
+        "helpdesk",
+        "You are a polite support agent. Always give numbered steps.",
+        "genai",
+        (
+            Conversation(
+                "excellent",
+                "How do I reset my password on the account settings page",
+                "To reset your password:\n1. Open the account settings page.\n2. Choose 'Reset password'.\n"
+                "3. Follow the link we email you to set a new password.",
+            ),
+            Conversation(
+                "poor", "How do I export my invoices as PDF", "Please contact support for any billing questions."
+            ),
+        ),
+    ),
+)
+
+
+class _Collect(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class GeneratedTrace:
+    trace_id: str
+    agent_span_id: str
+    agent: str
+    quality: str
+    request: ExportTraceServiceRequest
+
+    @property
+    def key(self) -> bytes:
+        return self.trace_id.encode()  # what the Collector's partition_traces_by_id writes
+
+
+def _genai_attributes(agent: AgentProfile, conversation: Conversation) -> dict[str, AttributeValue]:
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.system_instructions": json.dumps([{"type": "text", "content": agent.system}]),
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": conversation.user}]}]
+        ),
+        "gen_ai.output.messages": json.dumps(
+            [
+                {
+                    "role": "assistant",
+                    "parts": [{"type": "text", "content": conversation.answer}],
+                    "finish_reason": "stop",
+                }
+            ]
+        ),
+        "gen_ai.usage.input_tokens": 40 + len(conversation.user) // 4,
+        "gen_ai.usage.output_tokens": 10 + len(conversation.answer) // 4,
+    }
+
+
+def _openinference_attributes(agent: AgentProfile, conversation: Conversation) -> dict[str, AttributeValue]:
+    return {
+        "openinference.span.kind": "AGENT",
+        "agent.name": agent.name,
+        "llm.model_name": "gpt-4o",
+        "llm.input_messages.0.message.role": "system",
+        "llm.input_messages.0.message.content": agent.system,
+        "llm.input_messages.1.message.role": "user",
+        "llm.input_messages.1.message.content": conversation.user,
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": conversation.answer,
+    }
+
+
+class TrafficGenerator:
+    """Builds traces one at a time; deterministic for a given seed."""
+
+    def __init__(self, *, seed: int = 7, agents: Sequence[AgentProfile] = AGENTS, noise_spans: int = 2) -> None:
+        self._random = random.Random(seed)
+        self._agents = tuple(agents)
+        self._noise = noise_spans
+
+    def trace(self) -> GeneratedTrace:
+        agent = self._random.choice(self._agents)
+        conversation = self._random.choice(agent.conversations)
+        collector = _Collect()
+        provider = TracerProvider(resource=Resource.create({"service.name": agent.service}))
+        provider.add_span_processor(SimpleSpanProcessor(collector))
+        tracer = provider.get_tracer("agent-app")
+        attributes = (
+            _genai_attributes(agent, conversation)
+            if agent.convention == "genai"
+            else _openinference_attributes(agent, conversation)
+        )
+        with (
+            tracer.start_as_current_span(
+                "POST /chat", kind=SpanKind.SERVER, attributes={"http.request.method": "POST", "url.path": "/chat"}
+            ),
+            tracer.start_as_current_span(f"invoke_agent {agent.name}", attributes=attributes) as span,
+        ):
+            context = span.get_span_context()
+            for i in range(self._noise):
+                with tracer.start_as_current_span(
+                    f"SELECT table_{i}", kind=SpanKind.CLIENT, attributes={"db.system.name": "postgresql"}
+                ):
+                    pass
+        provider.shutdown()
+        return GeneratedTrace(
+            trace_id=f"{context.trace_id:032x}",
+            agent_span_id=f"{context.span_id:016x}",
+            agent=agent.name,
+            quality=conversation.quality,
+            request=encode_spans(collector.spans),
+        )
+
+    def traces(self, count: int) -> Iterator[GeneratedTrace]:
+        for _ in range(count):
+            yield self.trace()
