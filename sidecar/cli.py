@@ -23,7 +23,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--judge-model", help="a litellm model id (e.g. openai/gpt-4o-mini); default: local stand-in")
     demo.add_argument("--api-base", help="the judge's API base URL (OpenAI-compatible servers)")
+    validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
+    validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     return parser
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Load the settings and build every scorer; print a verdict. 0: valid, 2: invalid."""
+    from pathlib import Path
+
+    from sidecar.runtime.scorer_factory import build_scorers
+    from sidecar.runtime.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(Path(args.config))
+        build_scorers(settings)
+    except SettingsError as exc:
+        print(f"config INVALID: {args.config}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    ids = ", ".join(s.id for s in settings.scorers)
+    judges = ", ".join(settings.judges) or "none"
+    topics = ", ".join(settings.kafka.topics)
+    counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
+    print(f"config OK: {counts}, topics ({topics})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sidecar.demo import run_demo
 
         return asyncio.run(run_demo(judge_model=args.judge_model, api_base=args.api_base))
+    if args.command == "validate":
+        return _validate(args)
     return 2
 
 

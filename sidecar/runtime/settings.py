@@ -1,0 +1,751 @@
+"""The service configuration: one YAML file, validated by pydantic, with ``${ENV}`` expansion for secrets.
+
+>>> settings = load_settings(Path("sidecar.yaml"))           # or load_settings("kafka: {...}") for text
+>>> settings.judges["default"].to_judge_model()
+>>> settings.scorers[0].selection()                           # a sidecar.conventions.Selection
+
+Rules:
+
+- Every model is frozen and forbids unknown keys: a typo'd key is an error naming it (with a suggestion).
+- String scalars may reference the environment: ``${VAR}`` (a missing variable is an error naming it),
+  ``${VAR:-default}`` (default when unset or empty, as in a shell); ``$${`` gives a literal ``${``.
+  Expansion happens after YAML parsing, so a value cannot inject YAML structure.
+- Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
+  They never carry input values, so secrets cannot leak through them.
+- Secrets (judge ``api_key``, ``kafka.security.sasl_password``, ``exporters.otlp.headers`` values) are
+  ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
+from sidecar.ingest.decode import Encoding
+from sidecar.ingest.pipeline import IngestConfig
+from sidecar.scoring.judge.model import JudgeModel
+
+__all__ = [
+    "PREBUILT_SCORER_KINDS",
+    "CircuitBreakerSettings",
+    "ExportersSettings",
+    "JudgeSettings",
+    "KafkaScoresExporterSettings",
+    "KafkaSecuritySettings",
+    "KafkaSettings",
+    "OtlpExporterSettings",
+    "PrometheusExporterSettings",
+    "RuntimeSettings",
+    "ScorerSettings",
+    "ScorerTargets",
+    "Settings",
+    "SettingsError",
+    "SettingsProblem",
+    "expand_env",
+    "load_settings",
+    "parse_python_kind",
+]
+
+REDACTED = "**********"
+
+# Prebuilt scorer kinds → whether the kind needs a judge. sidecar.runtime.scorer_factory builds them.
+PREBUILT_SCORER_KINDS: Mapping[str, bool] = types.MappingProxyType(
+    {"prompt-alignment": True, "content-similarity": False}
+)
+_PYTHON_KIND = re.compile(r"^python:\s*(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)$")
+
+
+def parse_python_kind(kind: str) -> tuple[str, str] | None:
+    """``python: package.module:factory`` → (module, factory); None for any other kind."""
+    match = _PYTHON_KIND.match(kind.strip())
+    return (match["module"], match["factory"]) if match else None
+
+
+# --------------------------------------------------------------------------------------------------
+# errors
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsProblem:
+    path: str  # dotted, list indexes in brackets: scorers[1].judge
+    line: int | None  # 1-based line in the YAML text, when known
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path or "(top level)"
+        return f"{where} (line {self.line}): {self.message}" if self.line is not None else f"{where}: {self.message}"
+
+
+class SettingsError(ValueError):
+    """An invalid configuration: every problem found, one per line. Never contains input values."""
+
+    def __init__(self, problems: Sequence[SettingsProblem], source: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        head = f"invalid configuration{f' {source}' if source else ''}: {len(self.problems)} problem(s)"
+        super().__init__("\n".join([head, *(f"  - {p}" for p in self.problems)]))
+
+
+def _problem(loc: tuple[str | int, ...], message: str) -> InitErrorDetails:
+    # A pre-formatted message through a template placeholder (the message itself may contain braces).
+    return InitErrorDetails(type=PydanticCustomError("settings", "{detail}", {"detail": message}), loc=loc, input=None)
+
+
+# --------------------------------------------------------------------------------------------------
+# models
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _non_empty(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    # After item validation (a min_length constraint would also fire when an item fails).
+    if not value:
+        raise PydanticCustomError("settings", "{detail}", {"detail": "must list at least one item"})
+    return value
+
+
+def _empty_is_unset(value: Any) -> Any:
+    # An empty string on an optional key means "not set", so that ${VAR:-} can switch a feature off.
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+class KafkaSecuritySettings(_Frozen):
+    """How to reach the brokers: TLS and/or SASL. Defaults to plaintext."""
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+
+    _unset = field_validator(
+        "sasl_mechanism", "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", mode="before"
+    )(_empty_is_unset)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSecuritySettings:
+        problems: list[InitErrorDetails] = []
+        sasl = self.security_protocol.startswith("SASL")
+        if sasl:
+            if self.sasl_mechanism is None:
+                problems.append(
+                    _problem(("sasl_mechanism",), f"required with security_protocol {self.security_protocol}")
+                )
+            if not self.sasl_username:
+                problems.append(
+                    _problem(("sasl_username",), f"required with security_protocol {self.security_protocol}")
+                )
+            if self.sasl_password is None:
+                problems.append(
+                    _problem(("sasl_password",), f"required with security_protocol {self.security_protocol}")
+                )
+        else:
+            for key in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, key) is not None:
+                    problems.append(
+                        _problem((key,), f"only used with SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}")
+                    )
+        if not self.security_protocol.endswith("SSL"):
+            for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if getattr(self, key) is not None:
+                    problems.append(_problem((key,), f"only used with SSL or SASL_SSL, not {self.security_protocol}"))
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            problems.append(_problem(("ssl_keyfile",), "ssl_certfile and ssl_keyfile go together (client certificate)"))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """aiokafka keyword arguments (consumer and producer alike). Contains the password: never log it."""
+        options: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.security_protocol.endswith("SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            context = create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile)
+            context.check_hostname = self.ssl_check_hostname
+            options["ssl_context"] = context
+        if self.security_protocol.startswith("SASL"):
+            options["sasl_mechanism"] = self.sasl_mechanism
+            options["sasl_plain_username"] = self.sasl_username
+            options["sasl_plain_password"] = self.sasl_password.get_secret_value() if self.sasl_password else None
+        return options
+
+
+class KafkaSettings(_Frozen):
+    """The trace input (and the producer for dead letters and score records)."""
+
+    bootstrap_servers: tuple[str, ...]  # a list, or one comma-separated string
+    topics: tuple[str, ...] = ("otlp_spans",)
+    group_id: str = Field(default="scoring-sidecar", min_length=1)
+    client_id: str = Field(default="scoring-sidecar", min_length=1)
+    encoding: Encoding = "otlp_proto"
+    dead_letter_topic: str = Field(default="otlp_spans.dead_letter", min_length=1)
+    max_record_bytes: int = Field(default=1024 * 1024, gt=0)
+    security: KafkaSecuritySettings = KafkaSecuritySettings()
+    # consumer tuning
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    fetch_max_wait_ms: int = Field(default=500, ge=0)
+    max_poll_records: int = Field(default=500, gt=0)
+    session_timeout_ms: int = Field(default=45_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    # producer (dead letters, score records)
+    enable_idempotence: bool = False
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split_servers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(s.strip() for s in value.split(",") if s.strip())
+        return value
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _one_topic(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    _not_empty = field_validator("bootstrap_servers", "topics")(_non_empty)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSettings:
+        problems: list[InitErrorDetails] = []
+        if len(set(self.topics)) != len(self.topics):
+            problems.append(_problem(("topics",), "topics are listed more than once"))
+        if self.dead_letter_topic in self.topics:
+            problems.append(_problem(("dead_letter_topic",), "the dead-letter topic must not be an input topic"))
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            problems.append(_problem(("heartbeat_interval_ms",), "must be lower than session_timeout_ms"))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    @property
+    def bootstrap_servers_str(self) -> str:
+        return ",".join(self.bootstrap_servers)
+
+    def consumer_options(self) -> dict[str, Any]:
+        """aiokafka consumer keyword arguments beyond bootstrap_servers/group_id (secrets included)."""
+        return {
+            "client_id": self.client_id,
+            "auto_offset_reset": self.auto_offset_reset,
+            "fetch_max_wait_ms": self.fetch_max_wait_ms,
+            "max_poll_records": self.max_poll_records,
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            **self.security.client_options(),
+        }
+
+    def producer_options(self) -> dict[str, Any]:
+        """aiokafka producer keyword arguments beyond bootstrap_servers (secrets included)."""
+        return {"client_id": self.client_id, **self.security.client_options()}
+
+    def ingest_config(self, topic: str, selection: Selection | None = None) -> IngestConfig:
+        return IngestConfig(
+            topic=topic,
+            encoding=self.encoding,
+            dead_letter_topic=self.dead_letter_topic,
+            max_record_bytes=self.max_record_bytes,
+            selection=selection if selection is not None else Selection(),
+        )
+
+
+class CircuitBreakerSettings(_Frozen):
+    """Open after ``failure_threshold`` consecutive failed calls; try again after ``reset_after_s``."""
+
+    failure_threshold: int = Field(default=5, gt=0)
+    reset_after_s: float = Field(default=30.0, gt=0)
+
+
+class JudgeSettings(_Frozen):
+    """A judge model, its connection, and the limits the runtime enforces on it."""
+
+    # connection (→ JudgeModel)
+    model: str = Field(min_length=1)  # a litellm model id, provider/name
+    api_base: str | None = None
+    api_key: SecretStr | None = None  # use ${ENV}; unset → the provider's usual variable (OPENAI_API_KEY)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    deadline_s: float | None = Field(default=None, gt=0)
+    transport: Literal["auto", "http", "litellm"] = "auto"
+    structured_output: Literal["json_schema", "prompt"] = "json_schema"
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    # limits (runtime)
+    max_concurrency: int = Field(default=16, gt=0)
+    rpm: int | None = Field(default=None, gt=0)  # requests per minute
+    tpm: int | None = Field(default=None, gt=0)  # tokens per minute
+    spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost; over it, runs are shed
+    circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
+
+    _unset = field_validator("api_base", "api_key", "deadline_s", mode="before")(_empty_is_unset)
+
+    def to_judge_model(self) -> JudgeModel:
+        return JudgeModel(
+            model=self.model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            deadline_s=self.deadline_s,
+            transport=self.transport,
+            structured_output=self.structured_output,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
+
+
+class ScorerTargets(_Frozen):
+    """Which spans a scorer scores: maps onto :class:`sidecar.conventions.Selection`."""
+
+    kinds: tuple[SpanKind, ...] = ("agent",)
+    agents: NameFilter = NameFilter()  # globs on gen_ai.agent.name (else gen_ai.agent.id)
+    services: NameFilter = NameFilter()  # globs on the resource's service.name
+    where: tuple[AttributePredicate, ...] = ()  # all must hold
+    max_input_bytes: int = Field(default=256 * 1024, gt=0)
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _one_kind(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    _not_empty = field_validator("kinds")(_non_empty)
+
+
+ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
+
+
+class ScorerSettings(_Frozen):
+    """One scorer: what it is (``kind``), which judge, its options, and what it scores."""
+
+    id: ScorerId  # unique; becomes the scorer's id in scores, metrics and spans
+    kind: str  # a prebuilt kind (PREBUILT_SCORER_KINDS) or "python: package.module:factory"
+    judge: str | None = None  # a key of `judges`; required for LLM kinds
+    options: dict[str, Any] = Field(default_factory=dict)  # passed to the scorer factory
+    sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
+    targets: ScorerTargets = ScorerTargets()
+    scale: float = Field(default=1.0, gt=0)  # the score's maximum, to normalise metrics to [0, 1]
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kind = kind.strip()
+        if kind in PREBUILT_SCORER_KINDS or parse_python_kind(kind) is not None:
+            return kind
+        if kind.startswith("python:"):
+            raise PydanticCustomError(
+                "settings", "{detail}", {"detail": "a python kind reads 'python: package.module:factory'"}
+            )
+        known = ", ".join(sorted(PREBUILT_SCORER_KINDS))
+        close = difflib.get_close_matches(kind, list(PREBUILT_SCORER_KINDS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise PydanticCustomError(
+            "settings",
+            "{detail}",
+            {"detail": f"unknown scorer kind{hint}; prebuilt kinds: {known}, or 'python: package.module:factory'"},
+        )
+
+    @model_validator(mode="after")
+    def _options_fit_kind(self) -> ScorerSettings:
+        # Prebuilt kinds validate their options here, so that a bad option is reported with its line.
+        options_model = _prebuilt_options_model(self.kind)
+        if options_model is not None:
+            try:
+                options_model.model_validate(self.options)
+            except ValidationError as exc:
+                raise ValidationError.from_exception_data(
+                    type(self).__name__,
+                    [_problem(("options", *err["loc"]), _message(err)) for err in exc.errors()],
+                ) from None
+        return self
+
+    @property
+    def python_factory(self) -> tuple[str, str] | None:
+        return parse_python_kind(self.kind)
+
+    @property
+    def needs_judge(self) -> bool:
+        return PREBUILT_SCORER_KINDS.get(self.kind, False)
+
+    def selection(self) -> Selection:
+        return Selection(
+            kinds=frozenset(self.targets.kinds),
+            agents=self.targets.agents,
+            services=self.targets.services,
+            where=self.targets.where,
+            sample_rate=self.sampling,
+            max_input_bytes=self.targets.max_input_bytes,
+        )
+
+
+def _prebuilt_options_model(kind: str) -> type[BaseModel] | None:
+    if kind == "prompt-alignment":
+        from sidecar.scorers.prompt_alignment import PromptAlignmentOptions
+
+        return PromptAlignmentOptions
+    if kind == "content-similarity":
+        from sidecar.scorers.content_similarity import ContentSimilarityOptions
+
+        return ContentSimilarityOptions
+    return None
+
+
+class RuntimeSettings(_Frozen):
+    """Flow control and timeouts of the scoring loop."""
+
+    max_in_flight_runs: int = Field(default=512, gt=0)
+    max_buffered_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    shutdown_timeout_s: float = Field(default=20.0, gt=0)
+    revoke_timeout_s: float = Field(default=5.0, gt=0)
+    run_timeout_s: float = Field(default=120.0, gt=0)
+
+
+class PrometheusExporterSettings(_Frozen):
+    enabled: bool = True
+    host: str = "0.0.0.0"
+    port: int = Field(default=9464, ge=0, le=65535)  # /metrics, /healthz, /readyz
+
+
+class OtlpExporterSettings(_Frozen):
+    """Scorer-run spans and evaluation events to an OTLP receiver. Enabled when an endpoint is set."""
+
+    enabled: bool | None = None  # None: enabled iff endpoint is set
+    endpoint: str | None = None  # grpc: http(s)://host:4317; http/protobuf: http(s)://host:4318
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    headers: dict[str, SecretStr] = Field(default_factory=dict)  # e.g. authorization: "Bearer ${OTLP_TOKEN}"
+    timeout_s: float = Field(default=10.0, gt=0)
+    evaluation_logs: bool = True
+
+    _unset = field_validator("endpoint", mode="before")(_empty_is_unset)
+
+    @model_validator(mode="after")
+    def _endpoint_when_enabled(self) -> OtlpExporterSettings:
+        if self.enabled and not self.endpoint:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("endpoint",), "required when the OTLP exporter is enabled")]
+            )
+        if self.endpoint is not None and not re.match(r"^https?://", self.endpoint):
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("endpoint",), "must start with http:// or https://")]
+            )
+        return self
+
+    @property
+    def is_enabled(self) -> bool:
+        return bool(self.endpoint) if self.enabled is None else self.enabled
+
+    def header_values(self) -> dict[str, str]:
+        """The headers in clear, for the exporter. Never log them."""
+        return {k: v.get_secret_value() for k, v in self.headers.items()}
+
+
+class KafkaScoresExporterSettings(_Frozen):
+    enabled: bool = True
+    topic: str = Field(default="agent_scores", min_length=1)
+
+
+class ExportersSettings(_Frozen):
+    prometheus: PrometheusExporterSettings = PrometheusExporterSettings()
+    otlp: OtlpExporterSettings = OtlpExporterSettings()
+    kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
+
+
+class Settings(_Frozen):
+    """The whole configuration file."""
+
+    kafka: KafkaSettings
+    judges: dict[str, JudgeSettings] = Field(default_factory=dict)
+    scorers: tuple[ScorerSettings, ...]
+    runtime: RuntimeSettings = RuntimeSettings()
+    exporters: ExportersSettings = ExportersSettings()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    _not_empty = field_validator("scorers")(_non_empty)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _references(self) -> Settings:
+        problems: list[InitErrorDetails] = []
+        seen: dict[str, int] = {}
+        judges = ", ".join(sorted(self.judges)) or "none defined"
+        for i, scorer in enumerate(self.scorers):
+            if scorer.id in seen:
+                problems.append(
+                    _problem(("scorers", i, "id"), f"duplicate scorer id (also scorers[{seen[scorer.id]}])")
+                )
+            else:
+                seen[scorer.id] = i
+            if scorer.judge is not None and scorer.judge not in self.judges:
+                problems.append(
+                    _problem(("scorers", i, "judge"), f"no judge named {scorer.judge!r} (judges: {judges})")
+                )
+            elif scorer.judge is None and scorer.needs_judge:
+                problems.append(
+                    _problem(("scorers", i, "judge"), f"kind {scorer.kind!r} needs a judge (judges: {judges})")
+                )
+        topic = self.exporters.kafka_scores.topic
+        if self.exporters.kafka_scores.enabled and (
+            topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
+        ):
+            problems.append(
+                _problem(("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics")
+            )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def judge_models(self) -> dict[str, JudgeModel]:
+        return {name: judge.to_judge_model() for name, judge in self.judges.items()}
+
+    def redacted_dict(self) -> dict[str, Any]:
+        """A JSON-able dump safe to log: every secret replaced by ``**********``."""
+        return typing.cast(dict[str, Any], _redact(self.model_dump(mode="python")))
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_redact(v) for v in value]
+        return sorted(items, key=str) if isinstance(value, set | frozenset) else items
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# loading: YAML with line numbers, ${ENV} expansion, errors with paths
+
+
+Loc = tuple[str | int, ...]
+_ENV_REF = re.compile(r"\$\$\{|\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?$", re.DOTALL)
+
+
+class _EnvError(Exception):
+    pass
+
+
+def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` → values from the environment; ``$${`` → ``${``."""
+    env = os.environ if environ is None else environ
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        ref = _ENV_NAME.match(match.group(1))
+        if ref is None:
+            raise _EnvError(f"bad variable reference ${{{match.group(1)}}}: use ${{NAME}} or ${{NAME:-default}}")
+        name, default = ref["name"], ref["default"]
+        value = env.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise _EnvError(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)")
+            return default
+        return value
+
+    return _ENV_REF.sub(replace, text)
+
+
+class _Document:
+    """The YAML tree as plain data, with the line of every key and list item."""
+
+    def __init__(self, text: str, environ: Mapping[str, str] | None) -> None:
+        self.lines: dict[Loc, int] = {}
+        self.problems: list[SettingsProblem] = []
+        self._environ = environ
+        self._loader = yaml.SafeLoader(text)
+        try:
+            root = self._loader.get_single_node()
+            self.data: Any = {} if root is None else self._build(root, ())
+        finally:
+            self._loader.dispose()
+
+    def _build(self, node: yaml.Node, loc: Loc) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            self._loader.flatten_mapping(node)  # merge keys (<<: *anchor)
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self._loader.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool) or key is None:
+                    self.problems.append(
+                        SettingsProblem(_path(loc), key_node.start_mark.line + 1, "keys must be plain scalars")
+                    )
+                    continue
+                key = str(key) if not isinstance(key, str) else key
+                line = key_node.start_mark.line + 1
+                if key in result:
+                    self.problems.append(
+                        SettingsProblem(
+                            _path((*loc, key)), line, f"duplicate key (first on line {self.lines[(*loc, key)]})"
+                        )
+                    )
+                    continue
+                self.lines[(*loc, key)] = line
+                result[key] = self._build(value_node, (*loc, key))
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.lines[(*loc, i)] = item.start_mark.line + 1
+                items.append(self._build(item, (*loc, i)))
+            return items
+        value = self._loader.construct_object(node, deep=True)
+        if isinstance(value, str) and "$" in value:
+            try:
+                value = expand_env(value, self._environ)
+            except _EnvError as exc:
+                self.problems.append(SettingsProblem(_path(loc), node.start_mark.line + 1, str(exc)))
+        return value
+
+    def line_of(self, loc: Loc) -> int | None:
+        for end in range(len(loc), 0, -1):
+            line = self.lines.get(loc[:end])
+            if line is not None:
+                return line
+        return None
+
+
+def _path(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    # The error's own message only: pydantic's str(ValidationError) would echo the input value.
+    if err["type"] == "missing":
+        return "required key is missing"
+    return str(err["msg"])
+
+
+def _data_loc(loc: Sequence[str | int], data: Any) -> Loc:
+    """The part of a pydantic loc that names places in the data (drops union/validator tags)."""
+    out: list[str | int] = []
+    current = data
+    for i, part in enumerate(loc):
+        in_mapping = isinstance(current, Mapping) and part in current
+        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if in_mapping or in_list:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, Mapping) and isinstance(part, str) and i == len(loc) - 1:
+            out.append(part)  # a missing key
+        elif isinstance(current, Mapping) and isinstance(part, str) and all(isinstance(p, str) for p in loc[i:]):
+            out.extend(loc[i:])  # a key under a missing/defaulted block
+            break
+        # else: a tag such as 'str' or 'list[str]' in a union, or 'function-after[...]': skip it
+    return tuple(out)
+
+
+def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model class validating the mapping at ``loc`` (for key suggestions)."""
+    annotation: Any = Settings
+    for part in loc:
+        annotation = _unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        else:
+            origin = typing.get_origin(annotation)
+            args = typing.get_args(annotation)
+            if origin is dict and len(args) == 2:
+                annotation = args[1]
+            elif origin in (list, tuple) and args:
+                annotation = args[0]
+            else:
+                return None
+    annotation = _unwrap(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _unknown_key_message(loc: Loc) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "unknown key"
+    allowed = sorted(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key ({hint}allowed: {', '.join(allowed)})"
+
+
+def _problems_from(exc: ValidationError, doc: _Document) -> Iterator[SettingsProblem]:
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = _data_loc(err["loc"], doc.data)
+        message = _unknown_key_message(loc) if err["type"] == "extra_forbidden" else _message(err)
+        yield SettingsProblem(_path(loc), doc.line_of(loc), message)
+
+
+def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from a YAML file (a ``Path``) or YAML text (a ``str``). Raises :class:`SettingsError`.
+
+    ``environ`` replaces ``os.environ`` for ``${VAR}`` expansion (tests).
+    """
+    if isinstance(source, Path):
+        name: str | None = str(source)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError([SettingsProblem("", None, f"cannot read {source}: {exc.strerror}")], name) from None
+    else:
+        name, text = None, source
+    try:
+        doc = _Document(text, environ)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        detail = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise SettingsError(
+            [SettingsProblem("", mark.line + 1 if mark else None, f"YAML syntax error: {detail}")], name
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SettingsError([SettingsProblem("", None, f"YAML error: {type(exc).__name__}")], name) from None
+    if not isinstance(doc.data, dict):
+        raise SettingsError([SettingsProblem("", 1, "the configuration must be a mapping (key: value)")], name)
+    # Environment and duplicate-key problems are reported together with the validation problems
+    # (a value whose variable is missing is validated unexpanded; its own validation error is dropped).
+    problems = list(doc.problems)
+    try:
+        settings = Settings.model_validate(doc.data)
+    except ValidationError as exc:
+        known = {p.path for p in problems}
+        problems.extend(p for p in _problems_from(exc, doc) if p.path not in known)
+    if problems:
+        raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
+    return settings

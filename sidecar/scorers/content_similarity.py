@@ -1,0 +1,129 @@
+"""Mastra's content-similarity code scorer (``createContentSimilarityScorer``), ported.
+
+preprocess (function: the run's input text and output text, normalised) → generate_score (function: the
+``string-similarity`` npm package's ``compareTwoStrings``, a Sørensen–Dice coefficient over character
+bigrams). No judge.
+
+What is compared, as in Mastra: the text of every input message joined with ``", "`` against the text
+of every output message joined with ``", "``. Runs that are not in the agent shape fall back to the
+first user message of the input and the assistant text of the output (``sidecar.scorers.text``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from sidecar.scorers.text import (
+    get_assistant_message_from_run_output,
+    get_text_content_from_message,
+    get_user_message_from_run_input,
+    is_agent_run_input,
+)
+from sidecar.scoring import Scorer, StepContext, create_scorer
+from sidecar.scoring.types import to_json_value
+
+__all__ = [
+    "ContentSimilarityOptions",
+    "ContentSimilarityPreprocess",
+    "compare_two_strings",
+    "create_content_similarity_scorer",
+]
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+class ContentSimilarityOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    ignore_case: bool = True
+    ignore_whitespace: bool = True
+
+
+class ContentSimilarityPreprocess(BaseModel):
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+    processed_input: str
+    processed_output: str
+
+
+def _strip_ws(text: str) -> str:
+    # JavaScript's \s: Python's (Unicode) \s plus U+FEFF, which Python does not count as whitespace.
+    return _WHITESPACE.sub("", text).replace("\ufeff", "")
+
+
+def compare_two_strings(first: str, second: str) -> float:
+    """``stringSimilarity.compareTwoStrings``: Dice coefficient of the bigram multisets, whitespace removed.
+
+    1 for identical strings (two empty strings included), 0 when either has fewer than two characters.
+    Strings are compared by UTF-16 code units in JavaScript; characters outside the BMP therefore count
+    double there. We compare by code point (identical for all BMP text).
+    """
+    first, second = _strip_ws(first), _strip_ws(second)
+    if first == second:
+        return 1.0
+    if len(first) < 2 or len(second) < 2:
+        return 0.0
+    first_bigrams = Counter(first[i : i + 2] for i in range(len(first) - 1))
+    second_bigrams = Counter(second[i : i + 2] for i in range(len(second) - 1))
+    intersection = sum((first_bigrams & second_bigrams).values())
+    return (2.0 * intersection) / (len(first) + len(second) - 2)
+
+
+def _js_whitespace_normalise(text: str) -> str:
+    # text.replace(/\s+/g, ' ').trim()
+    return re.sub(r"[\s\ufeff]+", " ", text).strip(" ")
+
+
+def _input_text(run_input: Any) -> str:
+    value = to_json_value(run_input)
+    if is_agent_run_input(value):
+        return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
+    return get_user_message_from_run_input(value) or ""
+
+
+def _output_text(run_output: Any) -> str:
+    value = to_json_value(run_output)
+    if isinstance(value, list):
+        return ", ".join(get_text_content_from_message(m) for m in value)
+    return get_assistant_message_from_run_output(value) or ""
+
+
+def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[str, Any] | None = None) -> Scorer:
+    """Options ``ignore_case`` (``ignoreCase``) and ``ignore_whitespace`` (``ignoreWhitespace``), both True.
+
+    Unlike Mastra, passing only one option keeps the other's default (Mastra's destructuring default
+    applies only when no options object is passed at all, leaving the other option off).
+    """
+    opts = (
+        options
+        if isinstance(options, ContentSimilarityOptions)
+        else ContentSimilarityOptions.model_validate(options or {})
+    )
+
+    def preprocess(ctx: StepContext) -> ContentSimilarityPreprocess:
+        processed_input = _input_text(ctx.run.input)
+        processed_output = _output_text(ctx.run.output)
+        if opts.ignore_case:
+            processed_input, processed_output = processed_input.lower(), processed_output.lower()
+        if opts.ignore_whitespace:
+            processed_input = _js_whitespace_normalise(processed_input)
+            processed_output = _js_whitespace_normalise(processed_output)
+        return ContentSimilarityPreprocess(processed_input=processed_input, processed_output=processed_output)
+
+    def generate_score(ctx: StepContext) -> float:
+        texts: ContentSimilarityPreprocess = ctx.results.preprocess_step_result
+        return compare_two_strings(texts.processed_input, texts.processed_output)
+
+    return (
+        create_scorer(
+            id="content-similarity",
+            description=("Textual similarity of the run's input and output: Dice coefficient over character bigrams"),
+        )
+        .preprocess(preprocess)
+        .generate_score(generate_score)
+    )
