@@ -39,13 +39,20 @@ class CallResult:
 class CallGate:
     """Admission control around each model call (limits, breakers, spend caps plug in here).
 
-    The default admits everything; the runtime installs a stricter one per judge.
+    The default admits everything; the runtime installs a stricter one per judge
+    (``sidecar.runtime.judge_gate.JudgeGate``). ``acquire`` may wait at most ``max_wait_s`` and may refuse by
+    raising a ``ProviderError`` (``JudgeUnavailableError``): then no call is made and nothing is released.
+    What ``acquire`` returns (a permit) goes back to ``release`` after the call, or to ``abandon`` when the
+    call ended without an outcome (cancelled, or an unexpected exception).
     """
 
-    async def acquire(self) -> None:
+    async def acquire(self, request: ChatRequest | None = None, *, max_wait_s: float | None = None) -> object:
         return None
 
-    def release(self, call: JudgeCall) -> None:
+    def release(self, call: JudgeCall, permit: object = None) -> None:
+        return None
+
+    def abandon(self, permit: object = None) -> None:
         return None
 
 
@@ -85,9 +92,13 @@ class JudgeClient:
         calls: list[JudgeCall] = []
         retry_index = 0
         while True:
+            try:
+                permit = await self.gate.acquire(request, max_wait_s=max(deadline - time.monotonic(), 0.0))
+            except ProviderError as refused:
+                # Refused by the gate (shed): no call happened, so nothing is recorded or released.
+                return CallResult(None, refused, tuple(calls))
             remaining = deadline - time.monotonic()
             timeout = min(self.model.timeout_s, max(remaining, 0.001))
-            await self.gate.acquire()
             started = time.perf_counter()
             try:
                 response = await self.transport.complete(
@@ -101,7 +112,7 @@ class JudgeClient:
                     error_name=error.name,
                 )
                 calls.append(call)
-                self.gate.release(call)
+                self.gate.release(call, permit)
                 if not error.retryable or retry_index >= self.model.max_retries:
                     return CallResult(None, error, tuple(calls))
                 delay = self._backoff(retry_index, error)
@@ -111,11 +122,15 @@ class JudgeClient:
                 retry_index += 1
                 await self._sleep(delay)
                 continue
+            except BaseException:
+                # Cancelled (or a bug) mid-call: no outcome to report, but the gate gets its permit back.
+                self.gate.abandon(permit)
+                raise
             call = JudgeCall(
                 outcome="ok", duration_s=time.perf_counter() - started, status_code=200, usage=response.usage
             )
             calls.append(call)
-            self.gate.release(call)
+            self.gate.release(call, permit)
             return CallResult(response, None, tuple(calls))
 
     async def aclose(self) -> None:

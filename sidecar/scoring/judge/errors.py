@@ -18,6 +18,7 @@ __all__ = [
     "InternalServerError",
     "JSONParseError",
     "JudgeError",
+    "JudgeUnavailableError",
     "NoObjectGeneratedError",
     "NotFoundError",
     "PaymentRequiredError",
@@ -25,6 +26,7 @@ __all__ = [
     "ProviderError",
     "RateLimitError",
     "ServiceUnavailableError",
+    "ShedReason",
     "StructuredOutputError",
     "Timeout",
     "TypeValidationError",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 CallOutcome = Literal["rate_limited", "timeout", "error", "invalid_output"]
+# Why a judge gate refused a call before it reached the provider (the runtime counts the run as "shed").
+ShedReason = Literal["paused", "circuit_open", "spend_cap", "backpressure"]
 
 
 class JudgeError(Exception):
@@ -126,6 +130,17 @@ class Timeout(ProviderError):
 
 class APIConnectionError(ProviderError):
     retryable = True
+
+
+class JudgeUnavailableError(ProviderError):
+    """The judge's gate refused the call: no request was sent. ``reason`` (also ``code``) says why.
+
+    Never retried inside the attempt: the work is shed and counted, not failed.
+    """
+
+    def __init__(self, message: str, *, reason: ShedReason) -> None:
+        super().__init__(message, code=reason)
+        self.reason: ShedReason = reason
 
 
 class StructuredOutputError(JudgeError):

@@ -1,0 +1,402 @@
+"""Per-judge admission control: the ``CallGate`` the runtime installs in front of each judge.
+
+One ``JudgeGate`` guards one judge model, around every HTTP call the judge client makes (retries and the
+structured-output fallback included):
+
+- **Concurrency**: at most ``max_concurrency`` calls in flight. Waiting for a slot is backpressure.
+- **Rate limits**: RPM and TPM token buckets. A call reserves one request and an estimate of its tokens
+  (prompt characters / 4 + the expected output); ``release`` reconciles the estimate with the usage the
+  provider reported. Reservations are taken in arrival order and may run the bucket into debt, so calls
+  are spaced evenly and a call bigger than the burst still goes (after the bucket has refilled).
+- **Bounded waits**: a call waits for a slot and for its tokens at most ``max_wait_s`` (and never past the
+  attempt's deadline); beyond that it is refused with reason ``backpressure``.
+- **Circuit breaker**: ``failure_threshold`` consecutive failed calls (5xx, timeouts, connection errors;
+  *not* 429, which the buckets and the client's backoff handle, nor 4xx request errors) open the circuit.
+  After ``reset_after_s`` one probe call goes through (half-open): success closes the circuit, failure
+  opens it again. Calls arriving while open, or while the probe is in flight, are refused (``circuit_open``).
+- **Auto-pause**: a fatal provider error (401, 402 / insufficient quota, 403, 404: a human must act) pauses
+  the judge, logged once (judge model, error name and status; never the key). Paused calls are refused
+  (``paused``) until ``resume()``, or, when ``pause_recheck_s`` is set (default 300 s), until one probe call
+  after that interval succeeds, so a topped-up account recovers on its own at the cost of one call per
+  interval. ``pause_recheck_s=None`` keeps the judge paused until ``resume()``.
+- **Spend cap**: estimated cost (``estimate_cost_usd`` of each call's usage) summed over a rolling
+  ``spend_window_s``; at or over ``spend_cap_usd`` calls are refused (``spend_cap``) until older spend leaves
+  the window. Calls already admitted finish, so the cap can be overshot by what is in flight.
+
+A refusal raises ``JudgeUnavailableError`` (non-retryable; ``reason`` is also its ``code``) from
+``acquire``: the judge client returns it as the step's error without calling the provider, the step's
+execution fails with that error name, and the runtime counts the run as shed by reason. Each refusal is
+also counted in ``JudgeGate.shed`` and reported through ``on_shed``; state changes through
+``on_state_change`` and spend through ``on_spend``, for metrics. Callbacks run synchronously on the event
+loop; their exceptions are logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sidecar.scoring.judge.client import CallGate, JudgeClient, install_judge_client
+from sidecar.scoring.judge.errors import (
+    AuthenticationError,
+    JudgeUnavailableError,
+    NotFoundError,
+    PaymentRequiredError,
+    PermissionDeniedError,
+    ShedReason,
+)
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.pricing import estimate_cost_usd, price_entry
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall
+
+__all__ = [
+    "GateConfig",
+    "GateState",
+    "JudgeGate",
+    "install_gates",
+]
+
+logger = logging.getLogger(__name__)
+
+GateState = Literal["closed", "open", "half_open", "paused"]
+
+FATAL_STATUS_CODES: frozenset[int] = frozenset({401, 402, 403, 404})
+FATAL_ERROR_NAMES: frozenset[str] = frozenset(
+    cls.__name__ for cls in (AuthenticationError, PaymentRequiredError, PermissionDeniedError, NotFoundError)
+)
+
+StateCallback = Callable[[str, GateState], None]
+SpendCallback = Callable[[str, float, float | None], None]
+ShedCallback = Callable[[str, ShedReason], None]
+
+
+class GateConfig(BaseModel):
+    """Limits for one judge. ``None`` disables a limit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_concurrency: int = Field(default=16, gt=0)
+    rpm: float | None = Field(default=None, gt=0)  # requests per minute
+    rpm_burst: int | None = Field(default=None, gt=0)  # default: one second's worth, at least 1
+    tpm: float | None = Field(default=None, gt=0)  # tokens per minute (input + output)
+    tpm_burst: int | None = Field(default=None, gt=0)  # default: one second's worth, at least 1
+    # Output tokens reserved per call when the judge model sets no max_tokens.
+    expected_output_tokens: int = Field(default=256, ge=0)
+    max_wait_s: float = Field(default=30.0, ge=0)  # longest wait for a slot and tokens; then "backpressure"
+    failure_threshold: int = Field(default=5, gt=0)  # consecutive failed calls that open the circuit
+    reset_after_s: float = Field(default=30.0, gt=0)  # open → half-open (one probe call)
+    pause_recheck_s: float | None = Field(default=300.0, gt=0)  # paused → one probe call; None: resume() only
+    spend_cap_usd: float | None = Field(default=None, gt=0)  # estimated USD per window
+    spend_window_s: float = Field(default=3600.0, gt=0)
+
+
+class _TokenBucket:
+    """A token bucket taken by reservation: each taker is told how long to wait for its share."""
+
+    def __init__(self, per_minute: float, burst: int | None, clock: Callable[[], float]) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst if burst is not None else max(1, math.ceil(self.rate)))
+        self.level = self.capacity
+        self._clock = clock
+        self._updated = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
+        self._updated = now
+
+    def reserve(self, n: float) -> float:
+        """Take ``n`` tokens now (possibly into debt); return the seconds to wait before using them."""
+        self._refill()
+        wait = max(0.0, (min(n, self.capacity) - self.level) / self.rate)
+        self.level -= n
+        return wait
+
+    def refund(self, n: float) -> None:
+        self._refill()
+        self.level = min(self.capacity, self.level + n)
+
+
+@dataclass(slots=True)
+class _Permit:
+    tokens: float = 0.0  # TPM reservation still held
+    probe: bool = False  # the half-open (or pause re-check) probe
+    done: bool = False
+
+
+class JudgeGate(CallGate):
+    def __init__(
+        self,
+        model: JudgeModel | str,
+        config: GateConfig | None = None,
+        *,
+        on_state_change: StateCallback | None = None,
+        on_spend: SpendCallback | None = None,
+        on_shed: ShedCallback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.config = config if config is not None else GateConfig()
+        # The name in logs, callbacks and metrics: the ``judge_model`` label (provider/model, no secrets).
+        self.name = model.litellm_model if isinstance(model, JudgeModel) else model
+        self._max_output_tokens = model.max_tokens if isinstance(model, JudgeModel) else None
+        self._on_state_change = on_state_change
+        self._on_spend = on_spend
+        self._on_shed = on_shed
+        self._clock = clock
+        self._sleep = sleep
+        cfg = self.config
+        self._slots = asyncio.Semaphore(cfg.max_concurrency)
+        self._rpm = _TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
+        self._tpm = _TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
+        self._state: GateState = "closed"
+        self._state_since = clock()
+        self._before_probe: GateState = "closed"
+        self._before_probe_since = self._state_since
+        self._failures = 0
+        self._spend: deque[tuple[float, float]] = deque()
+        self._spent = 0.0
+        self.in_flight = 0
+        self.shed: Counter[ShedReason] = Counter()
+        if cfg.spend_cap_usd is not None and price_entry(self.name) is None:
+            logger.warning("judge %s has no known price: its spend cap cannot be enforced", self.name)
+
+    # -- observable state ---------------------------------------------------------------------------
+    @property
+    def state(self) -> GateState:
+        return self._state
+
+    @property
+    def cap_usd(self) -> float | None:
+        return self.config.spend_cap_usd
+
+    @property
+    def spent_usd(self) -> float:
+        """Estimated spend within the current window."""
+        self._expire_spend()
+        return self._spent
+
+    def refusal_reason(self) -> ShedReason | None:
+        """Why a call arriving now would be refused at once (``None``: it would be let through or wait)."""
+        return self._check(claim=False)[0]
+
+    def resume(self) -> None:
+        """Close the circuit and lift a pause (an operator fixed the key, the quota or the model)."""
+        if self._state != "closed":
+            logger.info("judge %s resumed (was %s)", self.name, self._state)
+        self._failures = 0
+        self._set_state("closed")
+
+    # -- CallGate -------------------------------------------------------------------------------------
+    async def acquire(self, request: ChatRequest | None = None, *, max_wait_s: float | None = None) -> object:
+        bound = self.config.max_wait_s if max_wait_s is None else min(max_wait_s, self.config.max_wait_s)
+        reason, _ = self._check(claim=False)  # fail fast, before taking a slot or tokens
+        if reason is not None:
+            self._refuse(reason)
+        started = self._clock()
+        try:
+            async with asyncio.timeout(bound):
+                await self._slots.acquire()
+        except TimeoutError:
+            self._refuse("backpressure", f"no free call slot within {bound:g}s")
+        permit = _Permit()
+        try:
+            wait = 0.0
+            if self._rpm is not None:
+                wait = self._rpm.reserve(1)
+            if self._tpm is not None:
+                permit.tokens = self._estimate_tokens(request)
+                wait = max(wait, self._tpm.reserve(permit.tokens))
+            if wait > 0:
+                if wait > bound - (self._clock() - started):
+                    self._refuse("backpressure", f"the rate limit would delay the call {wait:.3g}s")
+                await self._sleep(wait)
+            # The state may have changed while waiting; a due probe is claimed here, right before the call.
+            reason, permit.probe = self._check(claim=True)
+            if reason is not None:
+                self._refuse(reason)
+        except BaseException:
+            self._slots.release()
+            if self._rpm is not None:
+                self._rpm.refund(1)
+            if self._tpm is not None and permit.tokens:
+                self._tpm.refund(permit.tokens)
+            raise
+        self.in_flight += 1
+        return permit
+
+    def release(self, call: JudgeCall, permit: object = None) -> None:
+        if not isinstance(permit, _Permit) or permit.done:
+            return
+        permit.done = True
+        self.in_flight -= 1
+        self._slots.release()
+        self._reconcile_tokens(call, permit)
+        self._record_spend(call)
+        self._record_outcome(call, permit)
+
+    def abandon(self, permit: object = None) -> None:
+        if not isinstance(permit, _Permit) or permit.done:
+            return
+        permit.done = True
+        self.in_flight -= 1
+        self._slots.release()
+        if permit.probe and self._state == "half_open":
+            # The probe never finished: back to where it started, so the next call probes at once.
+            self._state = self._before_probe
+            self._state_since = self._before_probe_since
+            self._notify(self._on_state_change, self.name, self._state)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _check(self, *, claim: bool) -> tuple[ShedReason | None, bool]:
+        """The refusal reason for a call now, and whether it is the probe (only with ``claim``)."""
+        cfg = self.config
+        state = self._state
+        probe_due = False
+        if state in ("open", "paused"):
+            due = cfg.reset_after_s if state == "open" else cfg.pause_recheck_s
+            if due is None or self._clock() - self._state_since < due:
+                return ("circuit_open" if state == "open" else "paused"), False
+            probe_due = True
+        elif state == "half_open":  # the probe is in flight: everyone else waits for its verdict
+            return ("paused" if self._before_probe == "paused" else "circuit_open"), False
+        if cfg.spend_cap_usd is not None and self.spent_usd >= cfg.spend_cap_usd:
+            return "spend_cap", False
+        if probe_due and claim:
+            self._before_probe = state
+            self._before_probe_since = self._state_since
+            self._set_state("half_open")
+            return None, True
+        return None, False
+
+    def _refuse(self, reason: ShedReason, detail: str | None = None) -> NoReturn:
+        self.shed[reason] += 1
+        self._notify(self._on_shed, self.name, reason)
+        message = f"judge {self.name} unavailable: {reason.replace('_', ' ')}"
+        raise JudgeUnavailableError(f"{message} ({detail})" if detail else message, reason=reason)
+
+    def _estimate_tokens(self, request: ChatRequest | None) -> float:
+        chars = sum(len(m.get("content") or "") for m in request.messages) if request is not None else 0
+        output = self._max_output_tokens if self._max_output_tokens is not None else self.config.expected_output_tokens
+        return float(math.ceil(chars / 4) + output)
+
+    def _reconcile_tokens(self, call: JudgeCall, permit: _Permit) -> None:
+        if self._tpm is None or not permit.tokens:
+            return
+        usage = call.usage
+        if call.outcome == "rate_limited":
+            self._tpm.refund(permit.tokens)  # rejected before the provider counted anything
+        elif usage is not None and not usage.is_empty:
+            actual = usage.total_tokens or (usage.input_tokens or 0) + (usage.output_tokens or 0)
+            delta = actual - permit.tokens
+            if delta < 0:
+                self._tpm.refund(-delta)
+            else:
+                self._tpm.level -= delta
+        # Failures without usage keep the estimate: the provider may well have counted them.
+        permit.tokens = 0.0
+
+    def _expire_spend(self) -> None:
+        horizon = self._clock() - self.config.spend_window_s
+        while self._spend and self._spend[0][0] <= horizon:
+            self._spent -= self._spend.popleft()[1]
+        if not self._spend:
+            self._spent = 0.0  # no float drift once the window is empty
+
+    def _record_spend(self, call: JudgeCall) -> None:
+        cost = estimate_cost_usd(self.name, call.usage)
+        if cost is None or cost <= 0 or not math.isfinite(cost):
+            return
+        self._spend.append((self._clock(), cost))
+        self._spent += cost
+        self._notify(self._on_spend, self.name, self.spent_usd, self.cap_usd)
+
+    def _record_outcome(self, call: JudgeCall, permit: _Permit) -> None:
+        # A probe decides only if nothing (a pause, resume()) changed the state while it ran.
+        probe = permit.probe and self._state == "half_open"
+        if call.status_code in FATAL_STATUS_CODES or call.error_name in FATAL_ERROR_NAMES:
+            if self._state != "paused":
+                recheck = self.config.pause_recheck_s
+                logger.error(
+                    "judge %s paused: %s (HTTP %s) needs an operator; calls are refused until resume()%s",
+                    self.name,
+                    call.error_name,
+                    call.status_code,
+                    f" or a successful re-check call every {recheck:g}s" if recheck is not None else "",
+                )
+            self._set_state("paused", force=True)
+            return
+        failed = call.outcome == "timeout" or (
+            call.outcome == "error" and (call.status_code is None or call.status_code >= 500)
+        )
+        if probe:
+            if failed:
+                logger.warning("judge %s: probe call failed (%s); circuit open again", self.name, call.error_name)
+                self._set_state("open", force=True)
+            else:
+                logger.info("judge %s: probe call succeeded; circuit closed", self.name)
+                self._failures = 0
+                self._set_state("closed")
+            return
+        if self._state != "closed":
+            return  # admitted before the circuit opened (or the pause): its result changes nothing
+        if not failed:
+            self._failures = 0
+            return
+        self._failures += 1
+        if self._failures >= self.config.failure_threshold:
+            logger.warning(
+                "judge %s: circuit open after %d consecutive failed calls (last: %s, HTTP %s); probing in %gs",
+                self.name,
+                self._failures,
+                call.error_name,
+                call.status_code,
+                self.config.reset_after_s,
+            )
+            self._set_state("open")
+
+    def _set_state(self, state: GateState, *, force: bool = False) -> None:
+        """Enter ``state``; ``force`` restarts its clock even when already in it (a failed probe, a new pause)."""
+        if state == self._state and not force:
+            return
+        changed = state != self._state
+        self._state = state
+        self._state_since = self._clock()
+        if changed:
+            self._notify(self._on_state_change, self.name, state)
+
+    def _notify(self, callback: Callable[..., None] | None, *args: object) -> None:
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:
+            logger.exception("judge gate callback failed for %s", self.name)
+
+
+def install_gates(
+    models: Mapping[str, tuple[JudgeModel, GateConfig]],
+    *,
+    on_state_change: StateCallback | None = None,
+    on_spend: SpendCallback | None = None,
+    on_shed: ShedCallback | None = None,
+) -> dict[str, JudgeGate]:
+    """Create a gate and a gated client per judge and register the clients on the running loop.
+
+    Call inside the running loop, before scorers first use the judges. Returns the gates by judge name.
+    """
+    gates: dict[str, JudgeGate] = {}
+    for name, (model, config) in models.items():
+        gate = JudgeGate(model, config, on_state_change=on_state_change, on_spend=on_spend, on_shed=on_shed)
+        install_judge_client(JudgeClient(model, gate=gate))
+        gates[name] = gate
+    return gates
