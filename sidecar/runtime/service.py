@@ -1,0 +1,399 @@
+"""The scoring service: Kafka in, scorer runs, sinks out, offsets committed only behind the exports.
+
+One asyncio loop does everything. Records are polled, decoded once, mapped per scorer, and each run
+becomes a task; runs finish out of order. A checkpoint (every ``commit_interval_s``, on revoke and at
+shutdown) computes what is committable *first*, then flushes every sink, then commits: whatever was
+done before the checkpoint started was submitted before the flush, so it is exported when the flush
+succeeds (at-least-once; score ids are deterministic, so redelivery is harmless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from exporters.base import ScoredRun, Sink, score_id_for
+from exporters.prometheus import SidecarMetrics
+from sidecar.conventions.selection import Selection
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterCounter, DeadLetterReason, RecordSource
+from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
+from sidecar.runs import ScorerRunRequest
+from sidecar.runtime.offsets import OffsetTracker
+from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.scoring.judge.errors import JudgeUnavailableError
+
+__all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredScorer:
+    scorer: Scorer
+    selection: Selection = field(default_factory=Selection)
+    scale: float = 1.0
+    judge_model: str | None = None  # metric label of the scorer's judge, for shed accounting
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeLimits:
+    max_in_flight_runs: int = 512
+    max_buffered_bytes: int = 64 * 1024 * 1024
+    commit_interval_s: float = 1.0
+    shutdown_timeout_s: float = 20.0
+    revoke_timeout_s: float = 5.0
+    run_timeout_s: float = 120.0
+    flush_timeout_s: float = 10.0
+    poll_timeout_ms: int = 200
+    max_poll_records: int = 500
+
+
+@dataclass(slots=True)
+class _Pending:
+    runs_left: int
+    size: int
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, service: ScoringService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        await self._service._on_revoked(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        self._service._on_assigned(list(assigned))
+
+
+class ScoringService:
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str,
+        group_id: str,
+        ingest: IngestConfig,
+        topics: Sequence[str],
+        scorers: Sequence[ConfiguredScorer],
+        sinks: Sequence[Sink],
+        metrics: SidecarMetrics,
+        limits: RuntimeLimits = RuntimeLimits(),
+        consumer_options: dict[str, Any] | None = None,
+        producer_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not scorers:
+            raise ValueError("the service needs at least one scorer")
+        self._bootstrap = bootstrap_servers
+        self._group_id = group_id
+        self._ingest = ingest
+        self._topics = list(topics)
+        self._scorers = tuple(scorers)
+        self._selections = tuple(s.selection for s in scorers)
+        self._sinks = tuple(sinks)
+        self.metrics = metrics
+        self._limits = limits
+        self._consumer_options = consumer_options or {}
+        self._producer_options = producer_options or {}
+        self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
+        self._pending: dict[tuple[TopicPartition, int], _Pending] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._buffered_bytes = 0
+        self._capacity = asyncio.Event()
+        self._capacity.set()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._assigned: set[TopicPartition] = set()
+        self._paused = False
+        self._checkpoint_lock = asyncio.Lock()
+        self.dead_letters = DeadLetterCounter()
+        metrics.track_dead_letters(self.dead_letters)
+        for configured in scorers:
+            metrics.set_scorer_scale(configured.scorer.id, configured.scale)
+        self.ready = False
+        self.stopped = asyncio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set, then drain (bounded), flush, commit and return."""
+        for sink in self._sinks:
+            await sink.start()
+        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", **self._producer_options)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=self._group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **self._consumer_options,
+        )
+        self._consumer = consumer
+        await producer.start()
+        publisher = DeadLetterPublisher(
+            producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding, counter=self.dead_letters
+        )
+        committer: asyncio.Task[None] | None = None
+        try:
+            await consumer.start()
+            consumer.subscribe(self._topics, listener=_Rebalance(self))
+            committer = asyncio.create_task(self._commit_loop(stop), name="checkpoints")
+            await self._consume(consumer, publisher, stop)
+            await self._drain(self._limits.shutdown_timeout_s)
+            await self._checkpoint(timeout_s=self._limits.flush_timeout_s)
+        finally:
+            self.ready = False
+            if committer is not None:
+                committer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await committer
+            for task in list(self._tasks):
+                task.cancel()
+            await consumer.stop()
+            await producer.stop()
+            for sink in self._sinks:
+                with contextlib.suppress(Exception):
+                    await sink.close()
+            self.stopped.set()
+
+    async def _consume(self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            if not self._capacity.is_set():
+                self._set_paused(consumer, True)
+                stop_wait = asyncio.ensure_future(stop.wait())
+                capacity_wait = asyncio.ensure_future(self._capacity.wait())
+                await asyncio.wait({stop_wait, capacity_wait}, return_when=asyncio.FIRST_COMPLETED)
+                stop_wait.cancel()
+                capacity_wait.cancel()
+                continue
+            self._set_paused(consumer, False)
+            batches = await consumer.getmany(
+                timeout_ms=self._limits.poll_timeout_ms, max_records=self._limits.max_poll_records
+            )
+            self.ready = True
+            for tp, records in batches.items():
+                if tp not in self._assigned:
+                    continue  # revoked while the fetch was in flight: the new owner reads these
+                for record in records:
+                    await self._ingest_record(tp, record, publisher)
+
+    def _set_paused(self, consumer: AIOKafkaConsumer, paused: bool) -> None:
+        # Backpressure: stop fetching (and prefetching) rather than buffer without bound.
+        if paused == self._paused:
+            return
+        self._paused = paused
+        assignment = list(consumer.assignment())
+        if paused:
+            consumer.pause(*assignment)
+            log.info("backpressure: paused %d partitions (%d runs in flight)", len(assignment), len(self._tasks))
+        else:
+            consumer.resume(*assignment)
+
+    # -- records --------------------------------------------------------------------------------------
+    async def _ingest_record(self, tp: TopicPartition, record: Any, publisher: DeadLetterPublisher) -> None:
+        value: bytes | None = record.value
+        size = len(value) if value is not None else 0
+        self._tracker.track(tp, record.offset)
+        try:
+            processed = process_record_multi(value, self._ingest, self._selections)
+        except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
+            log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, record.offset)
+            letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+            processed = MultiProcessedRecord(dead_letters=(letter,), runs=tuple(() for _ in self._selections))
+        if processed.dead_letters:
+            source = RecordSource(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=record.offset,
+                value=value or b"",
+                key=record.key,
+                headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
+            )
+            await publisher.publish(source, processed.dead_letters)
+        self._observe_record(tp.topic, processed)
+        work = [
+            (configured, request)
+            for configured, requests in zip(self._scorers, processed.runs, strict=True)
+            for request in requests
+        ]
+        if not work:
+            self._tracker.done(tp, record.offset)
+            return
+        self._pending[(tp, record.offset)] = _Pending(runs_left=len(work), size=size)
+        self._buffered_bytes += size
+        for configured, request in work:
+            task = asyncio.create_task(self._score(configured, request, tp, record.offset))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._update_capacity()
+
+    def _observe_record(self, topic: str, processed: MultiProcessedRecord) -> None:
+        metrics = self.metrics
+        metrics.count_records_consumed(topic)
+        if processed.spans_seen:
+            metrics.count_spans_seen(processed.spans_seen)
+        for configured, skipped in zip(self._scorers, processed.skipped, strict=True):
+            scorer_id = configured.scorer.id
+            metrics.count_skipped(scorer_id, "filtered", skipped.filtered)
+            metrics.count_skipped(scorer_id, "sampled_out", skipped.sampled_out)
+        too_large = sum(
+            1 for letter in processed.dead_letters if letter.reason.value in ("too_large", "record_too_large")
+        )
+        if too_large:
+            metrics.count_skipped("", "too_large", too_large)
+
+    def _update_capacity(self) -> None:
+        over = len(self._tasks) >= self._limits.max_in_flight_runs or (
+            self._buffered_bytes >= self._limits.max_buffered_bytes
+        )
+        if over:
+            self._capacity.clear()
+        else:
+            self._capacity.set()
+        self.metrics.set_runs_in_flight(len(self._tasks))
+
+    # -- runs -----------------------------------------------------------------------------------------
+    async def _score(
+        self, configured: ConfiguredScorer, request: ScorerRunRequest, tp: TopicPartition, offset: int
+    ) -> None:
+        scorer = configured.scorer
+        target = request.target
+        score_id = score_id_for(scorer.fingerprint, target.trace_id, target.span_id)
+        agent = target.agent_name or "unknown"
+        started = time.time_ns()
+        outcome: str
+        result = None
+        error: ScorerRunError | None = None
+        try:
+            result = await asyncio.wait_for(
+                scorer.run(input=request.input, output=request.output, run_id=score_id),
+                self._limits.run_timeout_s,
+            )
+            outcome = "not_scorable" if result.not_scorable is not None else "scored"
+        except ScorerRunError as exc:
+            error, result = exc, exc.result
+            outcome = "shed" if isinstance(exc.__cause__, JudgeUnavailableError) else "failed"
+        except TimeoutError as exc:
+            error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
+            outcome = "failed"
+            log.warning(
+                "scorer %s timed out after %ss on span %s", scorer.id, self._limits.run_timeout_s, target.span_id
+            )
+        except Exception as exc:  # a scorer bug must not kill the service: count it as a failure
+            log.exception("scorer %s raised outside its pipeline on span %s", scorer.id, target.span_id)
+            error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
+            outcome = "failed"
+        try:
+            if outcome == "shed":
+                cause = error.__cause__ if error is not None else None
+                reason = cause.reason if isinstance(cause, JudgeUnavailableError) else "backpressure"
+                self.metrics.count_judge_shed(
+                    configured.judge_model or "unknown", reason, scorer=scorer.id, agent=agent
+                )
+            else:
+                scored = ScoredRun(
+                    request=request,
+                    scorer_id=scorer.id,
+                    scorer_name=scorer.name,
+                    scorer_fingerprint=scorer.fingerprint,
+                    outcome=outcome,  # type: ignore[arg-type]
+                    result=result,
+                    error=error,
+                    started_unix_nano=started,
+                    finished_unix_nano=time.time_ns(),
+                    agent_label=agent,
+                )
+                for sink in self._sinks:
+                    try:
+                        await sink.submit(scored)
+                    except Exception:
+                        log.exception("sink %s rejected score %s", sink.name, score_id)
+        finally:
+            self._run_done(tp, offset)
+
+    def _run_done(self, tp: TopicPartition, offset: int) -> None:
+        key = (tp, offset)
+        pending = self._pending.get(key)
+        if pending is None:
+            return
+        pending.runs_left -= 1
+        if pending.runs_left == 0:
+            del self._pending[key]
+            self._buffered_bytes -= pending.size
+            self._tracker.done(tp, offset)
+        self._update_capacity()
+
+    # -- commits --------------------------------------------------------------------------------------
+    async def _commit_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._limits.commit_interval_s)
+            try:
+                await self._checkpoint(timeout_s=self._limits.flush_timeout_s)
+                self._report_lag()
+            except Exception:
+                log.exception("checkpoint failed; offsets stay where they were")
+
+    async def _checkpoint(self, *, timeout_s: float, partitions: Sequence[TopicPartition] | None = None) -> bool:
+        consumer = self._consumer
+        if consumer is None:
+            return False
+        async with self._checkpoint_lock:
+            owned = [tp for tp in (partitions if partitions is not None else self._assigned)]
+            offsets = self._tracker.committable(owned)  # before the flush: see the module docstring
+            if not offsets:
+                return True
+            for sink in self._sinks:
+                if not await sink.flush(timeout_s):
+                    log.warning("sink %s did not confirm its exports; not committing", sink.name)
+                    return False
+            try:
+                await consumer.commit(offsets)
+            except Exception as exc:
+                log.warning("commit failed (%s); records after the last commit will be redelivered", exc)
+                return False
+            self._tracker.mark_committed(offsets)
+            return True
+
+    def _report_lag(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        for tp in self._assigned:
+            highwater = consumer.highwater(tp)
+            committed = self._tracker.committed(tp)
+            if highwater is not None and committed is not None:
+                self.metrics.set_consumer_lag(tp.topic, tp.partition, highwater - committed)
+
+    async def _drain(self, timeout_s: float) -> None:
+        if self._tasks:
+            log.info("draining %d runs (up to %ss)", len(self._tasks), timeout_s)
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+
+    # -- rebalances -----------------------------------------------------------------------------------
+    async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
+        # Commit what is done for the partitions we lose, within a budget; drop the rest for the new owner.
+        mine = [tp for tp in revoked if tp in self._assigned]
+        if mine:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self._checkpoint(timeout_s=self._limits.revoke_timeout_s, partitions=mine),
+                    self._limits.revoke_timeout_s,
+                )
+        abandoned = self._tracker.revoke(mine)
+        for key in [k for k in self._pending if k[0] in set(mine)]:
+            self._buffered_bytes -= self._pending.pop(key).size
+        for tp in mine:
+            self._assigned.discard(tp)
+            self.metrics.remove_consumer_lag(tp.topic, tp.partition)
+        if abandoned:
+            log.info("revoked %d partitions; %d records left to their new owner", len(mine), abandoned)
+        self._update_capacity()
+
+    def _on_assigned(self, assigned: list[TopicPartition]) -> None:
+        self._assigned.update(assigned)
+        if self._paused and self._consumer is not None:
+            self._consumer.pause(*assigned)
