@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--judge-model", help="a litellm model id (e.g. openai/gpt-4o-mini); default: local stand-in")
     demo.add_argument("--api-base", help="the judge's API base URL (OpenAI-compatible servers)")
+    run = commands.add_parser("run", help="consume traces from Kafka and score them until SIGTERM")
+    run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
     validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     return parser
@@ -51,6 +53,28 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration."""
+    import logging
+    from pathlib import Path
+
+    from sidecar.runtime.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(Path(args.config))
+    except SettingsError as exc:
+        print(f"config INVALID: {args.config}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    from sidecar.runtime.app import serve
+
+    return serve(settings)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
@@ -60,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run_demo(judge_model=args.judge_model, api_base=args.api_base))
     if args.command == "validate":
         return _validate(args)
+    if args.command == "run":
+        return _run(args)
     return 2
 
 

@@ -127,9 +127,7 @@ class ScoringService:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             group_id=self._group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            **self._consumer_options,
+            **{"auto_offset_reset": "earliest", **self._consumer_options, "enable_auto_commit": False},
         )
         self._consumer = consumer
         await producer.start()
@@ -196,7 +194,12 @@ class ScoringService:
     async def _ingest_record(self, tp: TopicPartition, record: Any, publisher: DeadLetterPublisher) -> None:
         value: bytes | None = record.value
         size = len(value) if value is not None else 0
-        self._tracker.track(tp, record.offset)
+        try:
+            self._tracker.track(tp, record.offset)
+        except ValueError:
+            # A record this assignment already holds (a fetch from before a seek): the first copy counts.
+            log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, record.offset)
+            return
         try:
             processed = process_record_multi(value, self._ingest, self._selections)
         except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
@@ -222,10 +225,10 @@ class ScoringService:
         if not work:
             self._tracker.done(tp, record.offset)
             return
-        self._pending[(tp, record.offset)] = _Pending(runs_left=len(work), size=size)
+        pending = self._pending[(tp, record.offset)] = _Pending(runs_left=len(work), size=size)
         self._buffered_bytes += size
         for configured, request in work:
-            task = asyncio.create_task(self._score(configured, request, tp, record.offset))
+            task = asyncio.create_task(self._score(configured, request, tp, record.offset, pending))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         self._update_capacity()
@@ -257,7 +260,12 @@ class ScoringService:
 
     # -- runs -----------------------------------------------------------------------------------------
     async def _score(
-        self, configured: ConfiguredScorer, request: ScorerRunRequest, tp: TopicPartition, offset: int
+        self,
+        configured: ConfiguredScorer,
+        request: ScorerRunRequest,
+        tp: TopicPartition,
+        offset: int,
+        pending: _Pending,
     ) -> None:
         scorer = configured.scorer
         target = request.target
@@ -312,16 +320,14 @@ class ScoringService:
                     except Exception:
                         log.exception("sink %s rejected score %s", sink.name, score_id)
         finally:
-            self._run_done(tp, offset)
+            self._run_done(tp, offset, pending)
 
-    def _run_done(self, tp: TopicPartition, offset: int) -> None:
-        key = (tp, offset)
-        pending = self._pending.get(key)
-        if pending is None:
-            return
+    def _run_done(self, tp: TopicPartition, offset: int, pending: _Pending) -> None:
         pending.runs_left -= 1
-        if pending.runs_left == 0:
-            del self._pending[key]
+        # A run that outlived a revoke belongs to an older assignment: it must not complete the record
+        # the current assignment holds at the same offset.
+        if pending.runs_left == 0 and self._pending.get((tp, offset)) is pending:
+            del self._pending[(tp, offset)]
             self._buffered_bytes -= pending.size
             self._tracker.done(tp, offset)
         self._update_capacity()

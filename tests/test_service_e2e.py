@@ -1,0 +1,254 @@
+"""``scoring-sidecar run`` as a subprocess: all real on loopback (broker, judge server, OTLP receiver)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.embedded.heuristic_judge import heuristic_reply
+from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.judge import SECRET_KEY
+from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.sidecar_process import (
+    SidecarProcess,
+    committed_total,
+    free_port,
+    produce_traces,
+    read_topic,
+    score_values,
+    sidecar_config,
+)
+
+POISON = b"\x0a\xff\xff\xff\xff garbage that is not OTLP"
+
+
+async def topics(new_topic: Callable[..., Any], partitions: int = 3) -> tuple[str, str, str]:
+    return (
+        await new_topic("spans", partitions=partitions),
+        await new_topic("scores", partitions=1),
+        await new_topic("dead", partitions=1),
+    )
+
+
+def sample(text: str, name: str, labels: dict[str, str]) -> float:
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    judge_server.reset(heuristic_reply)
+    spans, scores, dead = await topics(new_topic)
+    traces = list(TrafficGenerator(seed=11).traces(30))
+    await produce_traces(kafka_bootstrap, spans, traces, poison={15: POISON})
+    group = unique_name("group")
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=group,
+            judge_url=judge_server.url,
+            metrics_port=free_port(),
+            otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
+        ),
+        tmp_path,
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    sidecar.start()
+    try:
+        await sidecar.wait_ready()
+        records = await read_topic(kafka_bootstrap, scores, expect=60)
+        await asyncio.sleep(1.0)  # let a checkpoint commit and the OTLP batch go out
+        metrics_text = await sidecar.metrics_text()
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+
+    values = score_values(records)
+    ids = {v["scoreId"] for v in values}
+    assert len(values) == len(ids) == 60  # N traces in → exactly N distinct score ids per scorer
+    targets = {(t.trace_id, t.agent_span_id) for t in traces}
+    for scorer in ("prompt-alignment", "similarity"):
+        assert {(v["traceId"], v["spanId"]) for v in values if v["scorerId"] == scorer} == targets
+
+    # Offsets: every record, the poison one included, is committed.
+    assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces) + 1
+    dead_letters = await read_topic(kafka_bootstrap, dead, expect=1, timeout_s=5)
+    assert [dict(d.headers)["x-dead-letter-reason"] for d in dead_letters] == [b"decode_error"]
+
+    # Score spans sit in the scored traces, under the scored spans.
+    run_spans = [s for s in otlp_receiver.spans if s.name.startswith("scorer run:")]
+    assert {(s.trace_id, s.parent_span_id) for s in run_spans} == targets
+    assert len(run_spans) == 60
+
+    # Prometheus: token and cost counters equal the judge records' sums.
+    executions = [
+        e for v in values for step in (v.get("judge") or {}).values() for e in step["executions"]
+    ]  # fmt: skip
+    for usage_key, token_type in (("inputTokens", "input"), ("outputTokens", "output")):
+        expected = sum(e["usage"].get(usage_key, 0) for e in executions)
+        assert expected > 0
+        assert sample(metrics_text, "scoring_sidecar_judge_tokens_total", {"type": token_type}) == expected
+    assert sample(metrics_text, "scoring_sidecar_scorer_runs_total", {"outcome": "scored"}) == 60
+    assert sample(metrics_text, "scoring_sidecar_dead_letters_total", {"reason": "decode_error"}) == 1
+
+    # The judge API key is nowhere: logs, metrics, score records, spans.
+    exported = b"".join(s.span.SerializeToString() for s in otlp_receiver.spans)
+    haystacks = [sidecar.log_path.read_bytes(), metrics_text.encode(), b"".join(r.value for r in records), exported]
+    for haystack in haystacks:
+        assert SECRET_KEY.encode() not in haystack and SECRET_KEY[:12].encode() not in haystack
+    assert any(r.headers.get("Authorization") == f"Bearer {SECRET_KEY}" for r in judge_server.requests)
+
+
+async def test_kill_9_at_random_points_loses_no_score(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    async def slow_judge(body: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.02)
+        return heuristic_reply(body)
+
+    judge_server.reset(slow_judge)
+    spans, scores, dead = await topics(new_topic)
+    traces = list(TrafficGenerator(seed=5).traces(240))
+    await produce_traces(kafka_bootstrap, spans, traces)
+    group = unique_name("group")
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=group,
+            judge_url=judge_server.url,
+            metrics_port=free_port(),
+            judge={"max_concurrency": 8},
+            runtime={"max_in_flight_runs": 16},
+        ),
+        tmp_path,
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    rng = random.Random(1)
+    try:
+        for _ in range(3):
+            sidecar.start()
+            await sidecar.wait_ready()
+            await asyncio.sleep(rng.uniform(0.3, 2.0))
+            sidecar.kill()
+        sidecar.start()
+        await sidecar.wait_ready()
+        records: list[Any] = []
+        deadline = asyncio.get_running_loop().time() + 120
+        while asyncio.get_running_loop().time() < deadline:
+            records = await read_topic(kafka_bootstrap, scores, expect=2 * len(traces), timeout_s=5)
+            if len({json.loads(r.value)["scoreId"] for r in records}) >= 2 * len(traces):
+                break
+        await asyncio.sleep(0.5)  # the last checkpoint
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    values = score_values(records)
+    ids = {v["scoreId"] for v in values}
+    assert len(ids) == 2 * len(traces), f"{len(ids)} distinct of {2 * len(traces)}; log: {sidecar.log_path}"
+    targets = {(t.trace_id, t.agent_span_id) for t in traces}
+    assert {(v["traceId"], v["spanId"]) for v in values if v["scorerId"] == "prompt-alignment"} == targets
+    # Redelivered runs carry the same score id and the same content.
+    first: dict[str, dict[str, Any]] = {}
+    for v in values:
+        if v["scoreId"] in first:
+            assert first[v["scoreId"]]["score"] == v["score"]
+        first.setdefault(v["scoreId"], v)
+    committed = await committed_total(kafka_bootstrap, group, spans, 3)
+    assert committed == len(traces), sidecar.log_path.read_text()[-6000:]
+
+
+async def test_judge_faults_are_counted_and_nothing_is_lost(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    rng = random.Random(3)
+
+    async def faulty(body: dict[str, Any]) -> Reply:
+        roll = rng.random()
+        if roll < 0.2:
+            return Reply.error(429, "rate limited", retry_after=0.05)
+        if roll < 0.3:
+            return Reply.error(500, "boom")
+        if roll < 0.35:
+            return Reply(content="{}", delay_s=3.0)  # beyond the 1 s timeout
+        if roll < 0.45:
+            return Reply(content="I refuse to answer in JSON.")
+        return heuristic_reply(body)
+
+    judge_server.reset(faulty)
+    spans, scores, dead = await topics(new_topic, partitions=2)
+    traces = list(TrafficGenerator(seed=8).traces(40))
+    await produce_traces(kafka_bootstrap, spans, traces, poison={7: POISON, 30: b"{not json either"})
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=unique_name("group"),
+            judge_url=judge_server.url,
+            metrics_port=free_port(),
+            judge={"timeout_s": 1, "max_retries": 2, "circuit_breaker": {"failure_threshold": 1000}},
+            scorers=[{"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}],
+        ),
+        tmp_path,
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    sidecar.start()
+    try:
+        await sidecar.wait_ready()
+        deadline = asyncio.get_running_loop().time() + 90
+        text = ""
+        while asyncio.get_running_loop().time() < deadline:
+            text = await sidecar.metrics_text()
+            finished = sum(
+                sample(text, "scoring_sidecar_scorer_runs_total", {"outcome": o})
+                for o in ("scored", "failed", "not_scorable", "shed")
+            )
+            if finished >= len(traces):
+                break
+            await asyncio.sleep(0.5)
+        assert sidecar.process is not None and sidecar.process.poll() is None  # no crash
+        records = await read_topic(kafka_bootstrap, scores, expect=1, timeout_s=10)
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    scored = sample(text, "scoring_sidecar_scorer_runs_total", {"outcome": "scored"})
+    failed = sample(text, "scoring_sidecar_scorer_runs_total", {"outcome": "failed"})
+    assert scored + failed == len(traces)  # every eligible span ends scored or failed, none vanish
+    assert scored >= 1 and len({json.loads(r.value)["scoreId"] for r in records}) == scored
+    assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "rate_limited"}) > 0
+    assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "error"}) > 0
+    assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "timeout"}) > 0
+    assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "invalid_output"}) > 0
+    assert sample(text, "scoring_sidecar_dead_letters_total", {"reason": "decode_error"}) == 2
