@@ -13,6 +13,7 @@ from tests.support.judge import (
     transport,
 )
 from tests.support.otlp_receiver import otlp_receiver, otlp_receiver_session
+from tests.support.s3 import s3_emulator
 
 __all__ = [
     "close_judges_at_exit",
@@ -24,6 +25,7 @@ __all__ = [
     "new_topic",
     "otlp_receiver",
     "otlp_receiver_session",
+    "s3_emulator",
     "transport",
     "unique_name",
 ]

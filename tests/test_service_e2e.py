@@ -11,11 +11,13 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY
 from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.s3 import S3Emulator
 from tests.support.sidecar_process import (
     SidecarProcess,
     committed_total,
@@ -252,3 +254,55 @@ async def test_judge_faults_are_counted_and_nothing_is_lost(
     assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "timeout"}) > 0
     assert sample(text, "scoring_sidecar_judge_calls_total", {"outcome": "invalid_output"}) > 0
     assert sample(text, "scoring_sidecar_dead_letters_total", {"reason": "decode_error"}) == 2
+
+
+async def test_broker_restart_mid_stream_loses_nothing(
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+    s3_emulator: S3Emulator,
+) -> None:
+    judge_server.reset(heuristic_reply)
+    bucket = unique_name("tansu").lower()
+    s3_emulator.create_bucket(bucket)
+    broker = EmbeddedBroker(port=free_port(), storage_engine=f"s3://{bucket}/", env=s3_emulator.broker_env())
+    await broker.start_async()
+    bootstrap = broker.bootstrap_servers
+    spans, scores, dead = "spans", "scores", "dead"
+    await create_topics(bootstrap, {spans: 2, scores: 1, dead: 1})
+    generator = TrafficGenerator(seed=21)
+    before, after = list(generator.traces(20)), list(generator.traces(20))
+    await produce_traces(bootstrap, spans, before)
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=unique_name("group"),
+            judge_url=judge_server.url,
+            metrics_port=free_port(),
+        ),
+        tmp_path,
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    sidecar.start()
+    try:
+        await sidecar.wait_ready()
+        await read_topic(bootstrap, scores, expect=10, timeout_s=30)
+        await broker.stop_async(timeout_s=2)  # mid-stream: scores and commits in flight
+        await asyncio.sleep(2)
+        await broker.start_async()
+        await produce_traces(bootstrap, spans, after)
+        expected = 2 * (len(before) + len(after))
+        ids: set[str] = set()
+        deadline = asyncio.get_running_loop().time() + 90
+        while len(ids) < expected and asyncio.get_running_loop().time() < deadline:
+            records = await read_topic(bootstrap, scores, expect=expected, timeout_s=5)
+            ids = {json.loads(r.value)["scoreId"] for r in records}
+        assert sidecar.process is not None and sidecar.process.poll() is None  # survived the outage
+        assert len(ids) == expected, sidecar.log_path.read_text()[-4000:]
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+        await broker.stop_async(timeout_s=2)

@@ -56,7 +56,19 @@ def _free_port(host: str) -> int:
 class EmbeddedBroker:
     """One Tansu process. Start with ``start()``/``await start_async()`` or as a context manager."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout_s: float = 15.0,
+        storage_engine: str = "memory://tansu/",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        # memory:// loses everything on restart; s3://bucket/ (with AWS_* variables in env, e.g. pointing
+        # at a local S3 emulator) keeps records and committed offsets across restarts.
+        self.storage_engine = storage_engine
+        self._extra_env = dict(env or {})
         self.host = host
         self._requested_port = port
         self.port = port or 0
@@ -80,7 +92,7 @@ class EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
         # Tansu logs to stdout; keep it in a file so a failed start can say why.
         self._log = tempfile.TemporaryFile(prefix="tansu-")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ}
+        env = {**os.environ, **self._extra_env}
         env.setdefault("RUST_LOG", "warn")
         self._process = subprocess.Popen(
             [
@@ -91,7 +103,7 @@ class EmbeddedBroker:
                 "--advertised-listener-url",
                 url,
                 "--storage-engine",
-                "memory://tansu/",
+                self.storage_engine,
             ],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
