@@ -31,6 +31,8 @@ class JudgeModel(BaseModel):
     # Bound on one attempt including its transport retries; None means timeout_s × (max_retries + 1).
     deadline_s: float | None = Field(default=None, gt=0)
     transport: Literal["auto", "http", "litellm"] = "auto"
+    # The fast path's HTTP client: our lean HTTP/1.1 client, or aiohttp (kept as a fallback).
+    http_client: Literal["lean", "aiohttp"] = "lean"
     structured_output: Literal["json_schema", "prompt"] = "json_schema"
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
