@@ -242,6 +242,11 @@ class ScoringService:
             scorer_id = configured.scorer.id
             metrics.count_skipped(scorer_id, "filtered", skipped.filtered)
             metrics.count_skipped(scorer_id, "sampled_out", skipped.sampled_out)
+        # Ingest-level skips are counted once per span, whichever scorers' selections saw them.
+        for reason in ("internal", "filtered", "sampled_out", "no_content"):
+            n = max((getattr(skipped, reason) for skipped in processed.skipped), default=0)
+            if n:
+                metrics.spans_skipped.labels(reason=reason).inc(n)
         too_large = sum(
             1 for letter in processed.dead_letters if letter.reason.value in ("too_large", "record_too_large")
         )
