@@ -663,3 +663,48 @@ async def test_requests_waiting_for_a_connection_are_served_in_order(start: Star
         assert len(server.peers) == 2
     finally:
         await client.aclose()
+
+
+async def test_aclose_fails_a_request_in_flight_without_sending_it_again(start: Start) -> None:
+    async def handler(peer: Peer) -> None:
+        while await peer.read_request() is not None:
+            if peer.served == 1:
+                await asyncio.sleep(10)
+            await peer.send(response(b"{}"))
+            peer.served += 1
+
+    server = await start(handler)
+    client = LeanHTTPClient(server.url + "/chat/completions")
+    await client.post(b"{}", 2.0)
+    pending = asyncio.ensure_future(client.post(b"{}", 5.0))  # on the reused connection
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await client.aclose()
+    with pytest.raises(HTTPConnectionError):
+        await pending
+    assert time.monotonic() - started < 1.0
+    assert len(server.requests) == 2
+
+
+async def test_idle_connections_expire(start: Start) -> None:
+    server = await start(serve(response(b"{}")))
+    client = LeanHTTPClient(server.url + "/chat/completions", keepalive_s=0.05)
+    try:
+        await client.post(b"{}", 2.0)
+        await client.post(b"{}", 2.0)
+        assert len(server.peers) == 1
+        await asyncio.sleep(0.1)
+        await client.post(b"{}", 2.0)
+        assert len(server.peers) == 2
+    finally:
+        await client.aclose()
+
+
+async def test_blank_lines_before_the_status_line_are_tolerated(start: Start) -> None:
+    server = await start(serve(b"\r\n" + response(b'{"ok": 1}')))
+    client = LeanHTTPClient(server.url + "/chat/completions")
+    try:
+        reply = await client.post(b"{}", 2.0)
+        assert (reply.status, reply.body, reply.headers["content-type"]) == (200, b'{"ok": 1}', "application/json")
+    finally:
+        await client.aclose()

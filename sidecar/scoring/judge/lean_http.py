@@ -35,6 +35,7 @@ and with a failed call on the record. Browsers apply the same rule to POSTs on r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import zlib
 from collections import deque
@@ -263,6 +264,8 @@ class _Connection(asyncio.Protocol):
         while True:
             state = self.state
             if state == _HEAD:
+                while buf[:2] == b"\r\n":
+                    del buf[:2]  # stray blank lines before a status line (RFC 9112 §2.2 tolerance)
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     if len(buf) > MAX_HEAD:
@@ -609,6 +612,10 @@ class LeanHTTPClient:
 
     def _pool_for(self, loop: asyncio.AbstractEventLoop) -> _Pool:
         # Connections belong to the loop that made them; a client used on a new loop starts afresh.
+        if self._pool is not None:
+            for conn in list(self._pool.connections):
+                with contextlib.suppress(RuntimeError):  # that loop may be closed already
+                    conn.abort()
         pool = _Pool(loop, self.host, self.port, self._ssl, self._limit, self._keepalive_s)
         self._pool = pool
         return pool
