@@ -8,14 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from exporters.kafka_scores import KafkaScoreSink
 from exporters.otlp import OtlpTraceSink
 from exporters.prometheus import PrometheusSink, SidecarMetrics
 from sidecar.conventions.selection import Selection
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.embedded.traffic import GeneratedTrace, TrafficGenerator
+from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringService
 from sidecar.scorers import create_prompt_alignment_scorer_llm
@@ -23,6 +22,7 @@ from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.sidecar_process import committed_total, produce_traces, read_topic
 
 FAST_CONSUMER = {"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
@@ -31,35 +31,6 @@ def length_scorer():  # type: ignore[no-untyped-def]
     return create_scorer(id="answer-length", description="longer answers score higher").generate_score(
         lambda ctx: min(len(get_assistant_message_from_run_output(ctx.run.output) or "") / 200, 1.0)
     )
-
-
-async def produce(bootstrap: str, topic: str, traces: list[GeneratedTrace], *, poison_at: int | None = None) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        for i, trace in enumerate(traces):
-            if i == poison_at:
-                await producer.send_and_wait(topic, b"\x00not-a-protobuf\xff" * 3, key=b"poison")
-            await producer.send_and_wait(topic, trace.request.SerializeToString(), key=trace.key)
-    finally:
-        await producer.stop()
-
-
-async def read_all(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=50, auto_offset_reset="earliest")
-    await consumer.start()
-    records: list[Any] = []
-    try:
-        partitions = consumer.partitions_for_topic(topic) or {0}
-        consumer.assign([TopicPartition(topic, p) for p in partitions])
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(records) < expect and asyncio.get_running_loop().time() < deadline:
-            batches = await consumer.getmany(timeout_ms=200)
-            for batch in batches.values():
-                records.extend(batch)
-    finally:
-        await consumer.stop()
-    return records
 
 
 async def test_every_agent_span_is_scored_exported_and_committed(
@@ -74,7 +45,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     scores_topic = await new_topic("scores", partitions=1)
     dead_topic = await new_topic("dead", partitions=1)
     traces = list(TrafficGenerator(seed=3).traces(24))
-    await produce(kafka_bootstrap, spans_topic, traces, poison_at=10)
+    await produce_traces(kafka_bootstrap, spans_topic, traces, poison={10: b"\x00not-a-protobuf\xff" * 3})
 
     judge = JudgeModel(model="openai/gpt-4o-mini", api_base=judge_server.url, transport="http")
     metrics = SidecarMetrics()
@@ -99,7 +70,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     running = asyncio.create_task(service.run(stop))
     coding = sum(1 for t in traces if t.agent == "coding-assistant")
     expected = len(traces) + coding
-    records = await read_all(kafka_bootstrap, scores_topic, expect=expected)
+    records = await read_topic(kafka_bootstrap, scores_topic, expect=expected, timeout_s=30)
     await asyncio.sleep(0.5)  # a checkpoint or two
     stop.set()
     await asyncio.wait_for(running, 30)
@@ -118,16 +89,10 @@ async def test_every_agent_span_is_scored_exported_and_committed(
         assert record.key == value["traceId"].encode()
 
     # Offsets: everything consumed was committed (24 traces + the poison record).
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        committed = [await consumer.committed(TopicPartition(spans_topic, p)) or 0 for p in range(3)]
-    finally:
-        await consumer.stop()
-    assert sum(committed) == len(traces) + 1
+    assert await committed_total(kafka_bootstrap, group, spans_topic, 3) == len(traces) + 1
 
     # The poison record went to the dead-letter topic, and was counted.
-    dead = await read_all(kafka_bootstrap, dead_topic, expect=1)
+    dead = await read_topic(kafka_bootstrap, dead_topic, expect=1, timeout_s=10)
     assert [dict(d.headers)["x-dead-letter-reason"] for d in dead] == [b"decode_error"]
     assert service.dead_letters.count("decode_error") == 1
 

@@ -48,6 +48,18 @@ def sample(text: str, name: str, labels: dict[str, str]) -> float:
     return total
 
 
+def sidecar_for(
+    tmp_path: Path, topic_names: tuple[str, str, str], judge_server: JudgeServer, **config: Any
+) -> SidecarProcess:
+    """A sidecar on the given (spans, scores, dead-letter) topics, judged by the scripted server."""
+    spans, scores, dead = topic_names
+    settings = sidecar_config(
+        spans_topic=spans, scores_topic=scores, dead_topic=dead, judge_url=judge_server.url,
+        metrics_port=free_port(), **config,
+    )  # fmt: skip
+    return SidecarProcess(settings, tmp_path, env={"JUDGE_API_KEY": SECRET_KEY})
+
+
 async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -61,19 +73,13 @@ async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
     traces = list(TrafficGenerator(seed=11).traces(30))
     await produce_traces(kafka_bootstrap, spans, traces, poison={15: POISON})
     group = unique_name("group")
-    sidecar = SidecarProcess(
-        sidecar_config(
-            bootstrap=kafka_bootstrap,
-            spans_topic=spans,
-            scores_topic=scores,
-            dead_topic=dead,
-            group=group,
-            judge_url=judge_server.url,
-            metrics_port=free_port(),
-            otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
-        ),
+    sidecar = sidecar_for(
         tmp_path,
-        env={"JUDGE_API_KEY": SECRET_KEY},
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=group,
+        otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
     )
     sidecar.start()
     try:
@@ -137,20 +143,14 @@ async def test_kill_9_at_random_points_loses_no_score(
     traces = list(TrafficGenerator(seed=5).traces(240))
     await produce_traces(kafka_bootstrap, spans, traces)
     group = unique_name("group")
-    sidecar = SidecarProcess(
-        sidecar_config(
-            bootstrap=kafka_bootstrap,
-            spans_topic=spans,
-            scores_topic=scores,
-            dead_topic=dead,
-            group=group,
-            judge_url=judge_server.url,
-            metrics_port=free_port(),
-            judge={"max_concurrency": 8},
-            runtime={"max_in_flight_runs": 16},
-        ),
+    sidecar = sidecar_for(
         tmp_path,
-        env={"JUDGE_API_KEY": SECRET_KEY},
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=group,
+        judge={"max_concurrency": 8},
+        runtime={"max_in_flight_runs": 16},
     )
     rng = random.Random(1)
     try:
@@ -211,20 +211,14 @@ async def test_judge_faults_are_counted_and_nothing_is_lost(
     spans, scores, dead = await topics(new_topic, partitions=2)
     traces = list(TrafficGenerator(seed=8).traces(40))
     await produce_traces(kafka_bootstrap, spans, traces, poison={7: POISON, 30: b"{not json either"})
-    sidecar = SidecarProcess(
-        sidecar_config(
-            bootstrap=kafka_bootstrap,
-            spans_topic=spans,
-            scores_topic=scores,
-            dead_topic=dead,
-            group=unique_name("group"),
-            judge_url=judge_server.url,
-            metrics_port=free_port(),
-            judge={"timeout_s": 1, "max_retries": 2, "circuit_breaker": {"failure_threshold": 1000}},
-            scorers=[{"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}],
-        ),
+    sidecar = sidecar_for(
         tmp_path,
-        env={"JUDGE_API_KEY": SECRET_KEY},
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=unique_name("group"),
+        judge={"timeout_s": 1, "max_retries": 2, "circuit_breaker": {"failure_threshold": 1000}},
+        scorers=[{"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}],
     )
     sidecar.start()
     try:
@@ -273,18 +267,8 @@ async def test_broker_restart_mid_stream_loses_nothing(
     generator = TrafficGenerator(seed=21)
     before, after = list(generator.traces(20)), list(generator.traces(20))
     await produce_traces(bootstrap, spans, before)
-    sidecar = SidecarProcess(
-        sidecar_config(
-            bootstrap=bootstrap,
-            spans_topic=spans,
-            scores_topic=scores,
-            dead_topic=dead,
-            group=unique_name("group"),
-            judge_url=judge_server.url,
-            metrics_port=free_port(),
-        ),
-        tmp_path,
-        env={"JUDGE_API_KEY": SECRET_KEY},
+    sidecar = sidecar_for(
+        tmp_path, (spans, scores, dead), judge_server, bootstrap=bootstrap, group=unique_name("group")
     )
     sidecar.start()
     try:
