@@ -19,10 +19,62 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo",
-        help="score example agent runs end to end with prompt alignment (no API key, no services needed)",
+        help="the embedded default: broker, synthetic agent traffic and the real service (no API key needed)",
+        description="Start an embedded Kafka-compatible broker, produce synthetic agent traces through it and "
+        "score them with the real service (prompt alignment + content similarity), printing a live summary. "
+        "Without --judge-model or OPENAI_API_KEY the judge is a local stand-in heuristic, not a language model.",
     )
-    demo.add_argument("--judge-model", help="a litellm model id (e.g. openai/gpt-4o-mini); default: local stand-in")
+    demo.add_argument(
+        "--judge-model",
+        help="a litellm model id (e.g. openai/gpt-4o-mini); default: gpt-4o-mini with "
+        "OPENAI_API_KEY, else the local stand-in",
+    )
     demo.add_argument("--api-base", help="the judge's API base URL (OpenAI-compatible servers)")
+    demo.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long")
+    demo.add_argument("--rate", type=float, default=5.0, help="traces produced per second (default 5)")
+    demo.add_argument(
+        "--max-records",
+        type=int,
+        default=3000,
+        help="stop producing after this many traces: the in-memory broker keeps every record (default 3000)",
+    )
+    demo.add_argument("--metrics-port", type=int, default=9464, help="/metrics port (default 9464; 0: a free port)")
+    demo.add_argument("--metrics-host", default="127.0.0.1", help="/metrics host (default 127.0.0.1)")
+    demo.add_argument("--otlp-endpoint", help="export scorer-run spans to this OTLP receiver (http://host:4317)")
+    demo.add_argument("--otlp-protocol", choices=("grpc", "http/protobuf"), default="grpc")
+    demo.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="summary period (default 5)")
+    demo.add_argument(
+        "--spend-cap", type=float, default=1.0, metavar="USD", help="real judges: estimated USD per hour (default 1)"
+    )
+    evaluate = commands.add_parser(
+        "eval",
+        help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached",
+        description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context) with "
+        "the scorers of the configuration file, print a summary table, and exit 1 when a scorer's average "
+        "(normalised by its scale) falls outside its threshold. Exit 2: invalid configuration, dataset or thresholds.",
+    )
+    evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file")
+    evaluate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration (kafka optional)")
+    evaluate.add_argument("--output", metavar="FILE", help="write every result as JSON lines (score records)")
+    evaluate.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="ID=MIN[:MAX]",
+        help="bounds in [0, 1] on a scorer's average score / scale (repeatable; ID=:MAX for a maximum only)",
+    )
+    evaluate.add_argument(
+        "--thresholds", metavar="FILE", help="YAML: scorer id -> MIN or {min, max} (--threshold overrides)"
+    )
+    evaluate.add_argument("--concurrency", type=int, default=8, help="scorer runs in flight (default 8)")
+    evaluate.add_argument(
+        "--stand-in-judge",
+        action="store_true",
+        help="judge with the local stand-in heuristic (not a language model) instead of the configured judges",
+    )
+    bar = evaluate.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_const", const=True, help="always draw the bar")
+    bar.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="no progress output")
     run = commands.add_parser("run", help="consume traces from Kafka and score them until SIGTERM")
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
@@ -75,13 +127,73 @@ def _run(args: argparse.Namespace) -> int:
     return serve(settings)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options."""
+    import logging
+
+    from sidecar.demo import DemoOptions, run_demo
+    from sidecar.embedded.broker import BrokerStartError
+
+    if (
+        args.rate <= 0
+        or args.max_records <= 0
+        or args.interval <= 0
+        or (args.duration is not None and args.duration <= 0)
+    ):
+        print("demo: --rate, --max-records, --interval and --duration must be > 0", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    options = DemoOptions(
+        judge_model=args.judge_model,
+        api_base=args.api_base,
+        duration_s=args.duration,
+        rate=args.rate,
+        max_records=args.max_records,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+        otlp_endpoint=args.otlp_endpoint,
+        otlp_protocol=args.otlp_protocol,
+        interval_s=args.interval,
+        spend_cap_usd_per_hour=args.spend_cap,
+    )
+    try:
+        return asyncio.run(run_demo(options))
+    except BrokerStartError as exc:
+        print(f"demo: the embedded broker did not start: {exc}", file=sys.stderr)
+        return 1
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Offline evaluation. 0: every threshold holds; 1: a threshold breached; 2: invalid input."""
+    import logging
+    from pathlib import Path
+
+    from sidecar.eval import main as eval_main
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    return eval_main(
+        Path(args.dataset),
+        Path(args.config),
+        output=Path(args.output) if args.output else None,
+        thresholds=args.threshold,
+        thresholds_file=Path(args.thresholds) if args.thresholds else None,
+        concurrency=args.concurrency,
+        stand_in=args.stand_in_judge,
+        progress=args.progress,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
     if args.command == "demo":
-        from sidecar.demo import run_demo
-
-        return asyncio.run(run_demo(judge_model=args.judge_model, api_base=args.api_base))
+        return _demo(args)
+    if args.command == "eval":
+        return _eval(args)
     if args.command == "validate":
         return _validate(args)
     if args.command == "run":

@@ -1,21 +1,131 @@
-"""The README's first command works with no API key and no services."""
+"""The README's first command: ``scoring-sidecar demo`` on a fresh machine, with no API key and no services."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from exporters.prometheus import SidecarMetrics
+from sidecar.demo import DemoSummary, histogram_quantile, read_summary, render_summary
+from sidecar.embedded.traffic import AGENTS
+from tests.support.sidecar_process import free_port
+
+SCORERS = ("prompt-alignment", "content-similarity")
 
 
-def test_demo_scores_the_examples_with_the_stand_in_judge() -> None:
+def _session_processes(session_id: int) -> list[str]:
+    """Processes (pid and command) still in the session the demo led: the broker is one of its children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        # after "pid (comm)": state ppid pgrp session ...
+        if int(fields[3]) == session_id and fields[0] != "Z":
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+def _final_table(stdout: str) -> dict[tuple[str, str], tuple[int, float]]:
+    """(agent, scorer) → (scored, average) from the final summary."""
+    final = stdout.split("── final summary", 1)[1]
+    rows: dict[tuple[str, str], tuple[int, float]] = {}
+    for line in final.splitlines():
+        match = re.match(r"^(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+|-)$", line)
+        if match and match[2] in SCORERS:
+            rows[(match[1], match[2])] = (int(match[3]), float(match[7]) if match[7] != "-" else -1.0)
+    return rows
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process accounting reads /proc")
+def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    done = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "demo"], capture_output=True, text=True, timeout=120, env=env
+    port = free_port()
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli", "demo", "--duration", "20", "--metrics-port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # the demo leads a session: whatever it leaves behind is found by session id
     )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert "not a language model" in lines[0]
-    scores = {line.split()[0]: float(line.split()[1]) for line in lines[2:5]}
-    assert set(scores) == {"excellent", "partial", "poor"}
-    assert scores["excellent"] > scores["partial"] > scores["poor"]
-    assert all("The score is" in line for line in lines[2:5])
+    metrics_seen = ""
+    try:
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                    text = response.read().decode()
+                if 'outcome="scored"' in text:
+                    metrics_seen = text
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.5)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    elapsed = time.monotonic() - started
+
+    assert process.returncode == 0, stderr
+    assert 20 <= elapsed < 40, elapsed
+    assert "not a language model" in stdout.splitlines()[1]
+    assert "scoring_sidecar_scorer_runs_total" in metrics_seen, "/metrics did not answer with scores while running"
+    assert "scoring_sidecar_judge_tokens_total" in metrics_seen
+    table = _final_table(stdout)
+    for agent in AGENTS:
+        for scorer in SCORERS:
+            scored, average = table.get((agent.name, scorer), (0, -1.0))
+            assert scored > 0, f"no {scorer} scores for {agent.name}:\n{stdout}"
+            assert 0.0 <= average <= 1.0
+    assert re.search(r"judge openai/stand-in-heuristic: \d+ calls, 0 errors, tokens \d+ in", stdout), stdout
+    assert "judge call latency: p50" in stdout and "score latency" in stdout
+    assert "shed: none; dead letters: 0" in stdout
+    assert "Traceback" not in stderr
+    assert _session_processes(process.pid) == []
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = [(0.1, 0.0), (0.5, 50.0), (1.0, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.5)
+    assert histogram_quantile(0.25, buckets) == pytest.approx(0.3)
+    assert histogram_quantile(0.99, buckets) == pytest.approx(0.99)
+    assert histogram_quantile(0.5, [(1.0, 0.0), (float("inf"), 0.0)]) is None
+    assert histogram_quantile(0.99, [(1.0, 1.0), (float("inf"), 10.0)]) == 1.0  # overflow: highest finite bound
+
+
+def test_summary_reads_the_metrics_registry() -> None:
+    metrics = SidecarMetrics()
+    metrics.count_run("prompt-alignment", "support-bot", "scored")
+    metrics.count_run("prompt-alignment", "support-bot", "scored")
+    metrics.observe_score("prompt-alignment", "support-bot", 0.4)
+    metrics.observe_score("prompt-alignment", "support-bot", 0.8)
+    metrics.count_run("prompt-alignment", "support-bot", "failed")
+    metrics.count_judge_shed("openai/x", "spend_cap", scorer="prompt-alignment", agent="travel-agent")
+    summary = read_summary(metrics)
+    cell = summary.cells[("support-bot", "prompt-alignment")]
+    assert (cell.scored, cell.failed) == (2, 1)
+    assert cell.average == pytest.approx(0.6)
+    assert summary.cells[("travel-agent", "prompt-alignment")].shed == 1
+    assert summary.shed == {"spend_cap": 1.0}
+    text = render_summary(summary, elapsed_s=3, produced=5, judge_label="openai/x", stand_in=False)
+    assert re.search(r"support-bot\s+prompt-alignment\s+2\s+1\s+0\s+0\s+0.60", text), text
+    assert "shed: spend_cap 1" in text
+    empty = render_summary(DemoSummary(), elapsed_s=0, produced=0, judge_label="j", stand_in=True, final=True)
+    assert "(no scores yet)" in empty and "est. cost $0 (stand-in)" in empty

@@ -1,0 +1,246 @@
+"""``scoring-sidecar eval``: the example dataset and config against a loopback judge."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.cli import main
+from sidecar.embedded.heuristic_judge import heuristic_reply
+from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold
+from sidecar.testing.judge_server import JudgeServer, Reply
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT / "examples" / "eval-dataset.jsonl"
+CONFIG = ROOT / "examples" / "eval.yaml"
+THRESHOLDS = ROOT / "examples" / "eval-thresholds.yaml"
+LIVE_CONFIG = ROOT / "examples" / "sidecar.yaml"
+ITEMS = sum(1 for line in DATASET.read_text().splitlines() if line.strip())
+# The fields every Kafka score record has (exporters.kafka_scores.score_record_json).
+RECORD_FIELDS = {
+    "scoreId",
+    "timestamp",
+    "traceId",
+    "spanId",
+    "scorerId",
+    "scorerName",
+    "scoreSource",
+    "score",
+    "reason",
+    "runId",
+    "metadata",
+}
+
+
+def _responder(body: dict[str, Any]) -> Reply:
+    prompt = json.dumps(body.get("messages"))
+    if "FAIL-ME" in prompt:
+        return Reply.error(400, "this item makes the judge refuse", code="invalid_request")
+    return heuristic_reply(body)
+
+
+class _ThreadedJudge:
+    """A JudgeServer on its own loop in a thread: the CLI under test runs its own ``asyncio.run``."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.server = JudgeServer(_responder)
+
+    def __enter__(self) -> JudgeServer:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def loopback_judge() -> Iterator[JudgeServer]:
+    with _ThreadedJudge() as server:
+        yield server
+
+
+@pytest.fixture
+def judge_env(loopback_judge: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> JudgeServer:
+    monkeypatch.setenv("JUDGE_API_BASE", loopback_judge.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-eval")
+    monkeypatch.delenv("JUDGE_MODEL", raising=False)
+    loopback_judge.requests.clear()
+    return loopback_judge
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    return {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.split()[:1] in (["prompt-alignment"], ["similarity"])
+    }
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_example_dataset_table_and_results(
+    judge_env: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "results.jsonl"
+    code = main(
+        ["eval", str(DATASET), "--config", str(CONFIG), "--thresholds", str(THRESHOLDS), "--output", str(output)]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = _rows(captured.out)
+    # scorer avg scored failed n/s tokens-in tokens-out cost threshold...
+    assert rows["prompt-alignment"][2:5] == [str(ITEMS), "0", "0"]
+    assert rows["similarity"][2:5] == [str(ITEMS), "0", "0"]
+    assert int(rows["prompt-alignment"][5]) > 0 and int(rows["similarity"][5]) == 0  # judge tokens: LLM scorer only
+    assert rows["prompt-alignment"][-1] == "ok" and rows["similarity"][-1] == "ok"
+    assert re.search(r"judge tokens \d+ in / \d+ out, estimated cost \$\d+\.\d{4}", captured.out)
+    assert "progress:" in captured.err  # not a terminal: plain progress lines
+    assert len(judge_env.requests) == 2 * ITEMS  # analyze + reason per item, through the configured judge
+
+    records = _lines(output)
+    assert len(records) == 2 * ITEMS
+    assert [r["scorerId"] for r in records[:2]] == ["prompt-alignment", "similarity"]  # dataset order, then scorers
+    for record in records:
+        assert set(record) >= RECORD_FIELDS, sorted(RECORD_FIELDS - set(record))
+        assert record["scoreSource"] == "eval" and record["outcome"] == "scored"
+        assert re.fullmatch(r"[0-9a-f]{32}", record["traceId"]) and re.fullmatch(r"[0-9a-f]{16}", record["spanId"])
+        assert 0.0 <= record["score"] <= 1.0
+        assert "input" not in record and "output" not in record
+    judged = [r for r in records if r["scorerId"] == "prompt-alignment"]
+    assert all(r["judge"]["analyze"]["executions"][0]["status"] == "success" for r in judged)
+    assert all(r["analyzePrompt"] and r["reason"].startswith("The score is") for r in judged)
+    assert records[0]["metadata"]["evalItemId"] == "factorial-good" and records[0]["metadata"]["evalItem"] == 0
+
+    # Same dataset, same score ids: runs can be compared record by record.
+    again = tmp_path / "again.jsonl"
+    assert main(["eval", str(DATASET), "--config", str(CONFIG), "--output", str(again), "--no-progress"]) == 0
+    assert [r["scoreId"] for r in _lines(again)] == [r["scoreId"] for r in records]
+
+
+def test_threshold_breach_exits_non_zero(judge_env: JudgeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["eval", str(DATASET), "--config", str(CONFIG), "--no-progress"]
+    assert main([*base, "--threshold", "similarity=0.95"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"similarity .*>= 0\.95 FAIL \(0\.\d\d\)", out), out
+    assert "THRESHOLD BREACHED: similarity" in out
+
+    assert main([*base, "--threshold", "prompt-alignment=:0.1"]) == 1  # a maximum only
+    assert "THRESHOLD BREACHED: prompt-alignment" in capsys.readouterr().out
+
+    # The file's thresholds hold; a command-line threshold overrides the file's for its scorer.
+    assert main([*base, "--thresholds", str(THRESHOLDS)]) == 0
+    assert main([*base, "--thresholds", str(THRESHOLDS), "--threshold", "similarity=0.2:0.3"]) == 1
+    assert "0.2..0.3 FAIL" in capsys.readouterr().out
+
+
+def test_a_failed_item_does_not_abort_the_run(
+    judge_env: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = tmp_path / "with-failure.jsonl"
+    bad = {"id": "refused", "input": "Summarise this ticket", "output": "FAIL-ME please"}
+    dataset.write_text(DATASET.read_text() + json.dumps(bad) + "\n")
+    output = tmp_path / "results.jsonl"
+    code = main(["eval", str(dataset), "--config", str(CONFIG), "--output", str(output), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err  # failures are counted, not fatal; no threshold was given
+    rows = _rows(captured.out)
+    assert rows["prompt-alignment"][2:4] == [str(ITEMS), "1"]
+    assert rows["similarity"][2:4] == [str(ITEMS + 1), "0"]
+    records = _lines(output)
+    assert len(records) == 2 * (ITEMS + 1)
+    failed = [r for r in records if r["outcome"] == "failed"]
+    assert len(failed) == 1
+    record = failed[0]
+    assert record["scorerId"] == "prompt-alignment" and record["metadata"]["evalItemId"] == "refused"
+    assert record["score"] is None and set(record) >= RECORD_FIELDS
+    assert record["error"]["name"] == "ScorerRunError" and record["error"]["failedStep"] == "analyze"
+    assert record["error"]["cause"]["name"] == "BadRequestError", record["error"]
+    execution = record["judge"]["analyze"]["executions"][0]
+    assert execution["status"] == "failed" and execution["error"]["name"] == "BadRequestError", execution
+
+    # A threshold still gates on the items that scored; a scorer with no score at all breaches its threshold.
+    assert (
+        main(["eval", str(dataset), "--config", str(CONFIG), "--no-progress", "--threshold", "prompt-alignment=0.3"])
+        == 0
+    )
+    only_bad = tmp_path / "only-bad.jsonl"
+    only_bad.write_text(json.dumps(bad) + "\n")
+    assert (
+        main(["eval", str(only_bad), "--config", str(CONFIG), "--no-progress", "--threshold", "prompt-alignment=0.3"])
+        == 1
+    )
+    assert "FAIL (no score)" in capsys.readouterr().out
+
+
+def test_csv_dataset_and_the_live_config_with_the_stand_in_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("OPENAI_API_KEY", "JUDGE_API_BASE", "JUDGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    dataset = tmp_path / "items.csv"
+    dataset.write_text(
+        "id,input,output,ground_truth,request_context\n"
+        'a,"What is the capital of Australia","The capital of Australia is Canberra.",Canberra,'
+        '"{""tenant"": ""acme""}"\n'
+        'b,"List three primary colours","Red, yellow and blue.",,\n'
+    )
+    items = load_dataset(dataset)
+    assert [i.id for i in items] == ["a", "b"] and items[0].request_context == {"tenant": "acme"}
+    assert items[1].ground_truth is None and items[0].ground_truth == "Canberra"
+    # The live configuration (kafka section, targets, sampling) works unchanged: the same scorer definitions.
+    code = main(["eval", str(dataset), "--config", str(LIVE_CONFIG), "--stand-in-judge", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "not a language model" in captured.err
+    assert "openai/stand-in-heuristic" in captured.out
+    assert re.search(r"^prompt-alignment\s+[\d.]+\s+2\s+0\s+0", captured.out, re.MULTILINE), captured.out
+    assert re.search(r"^echo-similarity\s+[\d.]+\s+2\s+0\s+0", captured.out, re.MULTILINE), captured.out
+
+
+def test_invalid_inputs_exit_2(tmp_path: Path, judge_env: JudgeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["eval", str(DATASET), "--config", str(CONFIG), "--no-progress"]
+    assert main([*base, "--threshold", "similarity=1.5"]) == 2
+    assert "outside [0, 1]" in capsys.readouterr().err
+    assert main([*base, "--threshold", "nope=0.5"]) == 2
+    assert "unknown scorer(s) nope" in capsys.readouterr().err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"input": "a", "output": "b"}\n\n{"input": "only input"}\n')
+    assert main(["eval", str(broken), "--config", str(CONFIG)]) == 2
+    assert f"{broken}:3: 'output' is required" in capsys.readouterr().err
+    bad_config = tmp_path / "bad.yaml"
+    bad_config.write_text("scorers:\n  - id: x\n    kind: prompt-alignmnt\n")
+    assert main(["eval", str(DATASET), "--config", str(bad_config)]) == 2
+    err = capsys.readouterr().err
+    assert "config INVALID" in err and "scorers[0].kind (line 3)" in err and "did you mean 'prompt-alignment'" in err
+
+
+def test_threshold_syntax_and_terminal_progress() -> None:
+    assert str(parse_threshold("a=0.7")[1]) == ">= 0.7"
+    assert str(parse_threshold("a=0.2:0.9")[1]) == "0.2..0.9"
+    assert str(parse_threshold("a=:0.9")[1]) == "<= 0.9"
+    for bad in ("a", "=0.5", "a=0.9:0.2", "a=x", "a=:"):
+        with pytest.raises(EvalError):
+            parse_threshold(bad)
+    out = io.StringIO()
+    progress = Progress(out, tty=True, width=10)
+    progress(1, 4)
+    progress(4, 4)
+    text = out.getvalue()
+    assert "\r[##........] 1/4 runs" in text and "ETA" in text and text.endswith("\n")
+    assert "\r[##########] 4/4 runs" in text
