@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -314,7 +315,14 @@ def render_summary(
 
 
 async def _produce(
-    bootstrap: str, stop: asyncio.Event, *, rate: float, max_records: int, seed: int, counter: list[int]
+    bootstrap: str,
+    stop: asyncio.Event,
+    *,
+    rate: float,
+    max_records: int,
+    seed: int,
+    counter: list[int],
+    out: TextIO,
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
@@ -339,6 +347,7 @@ async def _produce(
             print(
                 f"produced {max_records} traces (--max-records): the in-memory broker keeps every record, so "
                 "production stops here; scoring goes on",
+                file=out,
                 flush=True,
             )
         await producer.flush()
@@ -465,6 +474,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
                 max_records=options.max_records,
                 seed=options.seed,
                 counter=counter,
+                out=out,
             ),
             name="producer",
         )
@@ -495,13 +505,18 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         with contextlib.suppress(Exception):
             await producer
         stop_service.set()
-        failed = False
         try:
             await service
         except Exception as exc:
-            failed = True
-            print(f"the service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        await reporter
+            hint = ""
+            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+                hint = f" (is another demo or sidecar on port {port}? --metrics-port 0 picks a free one)"
+            print(f"demo: the service failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+            return 1
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
         print(
             render_summary(
                 read_summary(metrics),
@@ -516,7 +531,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         )
         if stand_in:
             print("(scores above come from the stand-in heuristic judge, not a language model)", file=out)
-        return 1 if failed else 0
+        return 0
     finally:
         if judge_server is not None:
             await judge_server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -14,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from exporters.prometheus import SidecarMetrics
-from sidecar.demo import DemoSummary, histogram_quantile, read_summary, render_summary
+from sidecar.demo import DemoOptions, DemoSummary, histogram_quantile, read_summary, render_summary, run_demo
+from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS
+from sidecar.testing.judge_server import JudgeServer
+from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.sidecar_process import free_port
 
 SCORERS = ("prompt-alignment", "content-similarity")
@@ -129,3 +133,39 @@ def test_summary_reads_the_metrics_registry() -> None:
     assert "shed: spend_cap 1" in text
     empty = render_summary(DemoSummary(), elapsed_s=0, produced=0, judge_label="j", stand_in=True, final=True)
     assert "(no scores yet)" in empty and "est. cost $0 (stand-in)" in empty
+
+
+async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
+    judge_server: JudgeServer, otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--judge-model`` (here an OpenAI-compatible loopback server via ``--api-base``) replaces the stand-in;
+    ``--otlp-endpoint`` exports the scorer-run spans."""
+    judge_server.reset(heuristic_reply)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-demo-test")
+    out = io.StringIO()
+    options = DemoOptions(
+        judge_model="openai/gpt-4o-mini",
+        api_base=judge_server.url,
+        duration_s=6,
+        metrics_port=0,
+        interval_s=2,
+        rate=10,
+        max_records=30,  # reached after 3 s: production stops, scoring goes on
+        otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
+        otlp_protocol="http/protobuf",
+    )
+    assert await run_demo(options, out=out) == 0
+    text = out.getvalue()
+    assert "not a language model" not in text.split("── final summary")[0].splitlines()[1]
+    assert "judge: openai/gpt-4o-mini (litellm; spend cap $1.0/h)" in text
+    assert re.search(r"judge openai/gpt-4o-mini: [1-9]\d* calls, 0 errors", text), text
+    assert re.search(r"est\. cost \$0\.\d{4}$", text, re.MULTILINE), text  # priced at gpt-4o-mini list prices
+    assert "produced 30 traces (--max-records)" in text
+    assert "── final summary after 6s: 30 traces produced, 30 records consumed" in text
+    assert text.count("── summary after") >= 2  # the live table, every --interval
+    assert judge_server.requests and judge_server.requests[0].headers["Authorization"] == "Bearer sk-demo-test"
+    scored = {agent for (agent, scorer), (n, _) in _final_table(text).items() if n and scorer == "prompt-alignment"}
+    assert scored == {a.name for a in AGENTS}
+    assert f"OTLP export: {otlp_receiver.endpoint('http/protobuf')} (http/protobuf)" in text
+    names = {span.name for span in otlp_receiver.spans}
+    assert {"scorer run: 'prompt-alignment'", "scorer run: 'content-similarity'"} <= names, names
