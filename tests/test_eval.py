@@ -40,10 +40,16 @@ RECORD_FIELDS = {
 }
 
 
+_FLAKY_SEEN: set[str] = set()
+
+
 def _responder(body: dict[str, Any]) -> Reply:
     prompt = json.dumps(body.get("messages"))
     if "FAIL-ME" in prompt:
         return Reply.error(400, "this item makes the judge refuse", code="invalid_request")
+    if "FLAKY-ONCE" in prompt and "analyze" not in _FLAKY_SEEN:
+        _FLAKY_SEEN.add("analyze")  # the first call for this item fails; the client's retry succeeds
+        return Reply.error(503, "overloaded")
     return heuristic_reply(body)
 
 
@@ -154,16 +160,23 @@ def test_a_failed_item_does_not_abort_the_run(
 ) -> None:
     dataset = tmp_path / "with-failure.jsonl"
     bad = {"id": "refused", "input": "Summarise this ticket", "output": "FAIL-ME please"}
-    dataset.write_text(DATASET.read_text() + json.dumps(bad) + "\n")
+    flaky = {"id": "retried", "input": "Summarise this other ticket", "output": "FLAKY-ONCE summary"}
+    _FLAKY_SEEN.clear()
+    dataset.write_text(DATASET.read_text() + json.dumps(bad) + "\n" + json.dumps(flaky) + "\n")
     output = tmp_path / "results.jsonl"
     code = main(["eval", str(dataset), "--config", str(CONFIG), "--output", str(output), "--no-progress"])
     captured = capsys.readouterr()
     assert code == 0, captured.err  # failures are counted, not fatal; no threshold was given
     rows = _rows(captured.out)
-    assert rows["prompt-alignment"][2:4] == [str(ITEMS), "1"]
-    assert rows["similarity"][2:4] == [str(ITEMS + 1), "0"]
+    assert rows["prompt-alignment"][2:4] == [str(ITEMS + 1), "1"]
+    assert rows["similarity"][2:4] == [str(ITEMS + 2), "0"]
     records = _lines(output)
-    assert len(records) == 2 * (ITEMS + 1)
+    assert len(records) == 2 * (ITEMS + 2)
+    retried = next(
+        r for r in records if r["metadata"].get("evalItemId") == "retried" and r["scorerId"] == "prompt-alignment"
+    )
+    # The judge answered its first call for this item with a 503; the client's transport retry got the score.
+    assert retried["outcome"] == "scored" and "analyze" in _FLAKY_SEEN
     failed = [r for r in records if r["outcome"] == "failed"]
     assert len(failed) == 1
     record = failed[0]
