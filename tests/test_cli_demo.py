@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -169,3 +171,22 @@ async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     assert f"OTLP export: {otlp_receiver.endpoint('http/protobuf')} (http/protobuf)" in text
     names = {span.name for span in otlp_receiver.spans}
     assert {"scorer run: 'prompt-alignment'", "scorer run: 'content-similarity'"} <= names, names
+
+
+async def test_sigint_stops_the_demo_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(name)
+    out = io.StringIO()
+    demo = asyncio.create_task(run_demo(DemoOptions(metrics_port=0, interval_s=60, rate=10), out=out))
+    deadline = time.monotonic() + 20
+    while "scorers:" not in out.getvalue():  # started: its signal handlers are installed
+        assert not demo.done() and time.monotonic() < deadline, out.getvalue()
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2)
+    os.kill(os.getpid(), signal.SIGINT)
+    started = time.monotonic()
+    assert await asyncio.wait_for(demo, 20) == 0
+    assert time.monotonic() - started < 10
+    text = out.getvalue()
+    assert "stopping: producer, then the service" in text and "── final summary" in text
+    assert "not a language model" in text
