@@ -1,0 +1,222 @@
+"""deploy/ against a real Prometheus: it scrapes a running sidecar fed with traffic, loads the recording and
+alert rules, and every dashboard panel query and every rule expression is evaluated through its HTTP API.
+
+Needs the ``prometheus`` binary (Debian: ``apt-get install prometheus``; ``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sidecar.embedded.heuristic_judge import heuristic_reply
+from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.judge import SECRET_KEY
+from tests.support.prometheus_server import PrometheusServer, prometheus_binary
+from tests.support.sidecar_process import SidecarProcess, free_port, produce_traces, sidecar_config
+
+pytestmark = pytest.mark.skipif(
+    prometheus_binary() is None,
+    reason="the prometheus binary is not installed (apt-get install prometheus; .ci/run installs it)",
+)
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "scoring-sidecar.json"
+RULE_FILES = sorted((DEPLOY / "prometheus").glob("*.yml"))
+POISON = b"\x0a\xff\xff\xff\xff not OTLP"
+
+# Dashboard variables as Grafana sends them with "All" selected; interval macros at a test-sized window.
+SUBSTITUTIONS = {
+    "$__rate_interval": "30s",
+    "$__interval": "5s",
+    "$__range": "5m",
+    "$scorer": ".*",
+    "$agent": ".*",
+    "$judge_model": ".*",
+}
+
+# Panel targets allowed to return no data in this test, each with its reason. Keep it empty if you can.
+NO_DATA_EXPECTED: dict[str, str] = {}
+
+
+def dashboard_targets() -> Iterator[tuple[str, str, str]]:
+    """(panel title, refId, expr) for every query of every panel, rows' nested panels included."""
+    dashboard = json_load(DASHBOARD)
+
+    def walk(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for panel in panels:
+            yield panel
+            yield from walk(panel.get("panels", []))
+
+    for panel in walk(dashboard["panels"]):
+        for target in panel.get("targets", []):
+            yield panel["title"], target["refId"], target["expr"]
+
+
+def json_load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def substitute(expr: str) -> str:
+    for name, value in sorted(SUBSTITUTIONS.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace("${" + name[1:] + "}", value).replace(name, value)
+    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+    return expr
+
+
+def rule_expressions() -> Iterator[tuple[str, str]]:
+    for path in RULE_FILES:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                yield rule.get("record") or rule["alert"], rule["expr"]
+
+
+def finite_samples(body: dict[str, Any]) -> list[float]:
+    result = body["data"]["result"]
+    if body["data"]["resultType"] == "scalar":
+        result = [{"value": result}]
+    return [float(r["value"][1]) for r in result if not math.isnan(float(r["value"][1]))]
+
+
+async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sidecar(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    started = time.monotonic()
+
+    async def judge(body: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.01)
+        return dataclasses.replace(heuristic_reply(body), cost=0.0001)  # provider-reported cost, as OpenRouter
+
+    judge_server.reset(judge)
+    spans = await new_topic("spans", partitions=2)
+    scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
+    generator = TrafficGenerator(seed=17)
+    await produce_traces(kafka_bootstrap, spans, list(generator.traces(20)), poison={3: POISON})
+    metrics_port = free_port()
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=unique_name("group"),
+            judge_url=judge_server.url,
+            metrics_port=metrics_port,
+            scorers=[
+                {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"},
+                {"id": "similarity", "kind": "content-similarity", "sampling": 0.5},  # sampled_out skips
+                {"id": "alignment-capped", "kind": "prompt-alignment", "judge": "capped"},
+            ],
+        ),
+        tmp_path / "sidecar",
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    # A second judge with a tiny hourly cap: its first runs are judged, later ones shed (spend, cap, shed and
+    # paused series), while the default judge keeps being called (latency, tokens).
+    judges = sidecar.config["judges"]
+    judges["capped"] = {**judges["default"], "model": "openai/gpt-4o", "spend_cap_usd_per_hour": 0.002}
+    sidecar.workdir.mkdir()
+    prometheus = PrometheusServer(tmp_path / "prometheus", targets=[f"127.0.0.1:{metrics_port}"], rule_files=RULE_FILES)
+    sidecar.start()
+    prometheus.start()
+    try:
+        await asyncio.gather(sidecar.wait_ready(), prometheus.wait_ready())
+
+        async def traffic() -> None:  # keeps flowing while Prometheus scrapes, so every rate has data
+            while True:
+                await produce_traces(kafka_bootstrap, spans, list(generator.traces(6)))
+                await asyncio.sleep(0.5)
+
+        feeder = asyncio.create_task(traffic())
+        try:
+            needed = [
+                "scoring_sidecar_score_count",
+                "scoring_sidecar_judge_shed_total",
+                'scoring_sidecar_judge_cost_usd_total{source="provider"}',
+                "scoring_sidecar_judge_spend_cap_usd",
+            ]
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                found = [bool((await prometheus.query(f"count({m})"))["data"]["result"]) for m in needed]
+                if all(found):
+                    break
+                await asyncio.sleep(0.5)
+            else:
+                pytest.fail(f"series never scraped: {[m for m, f in zip(needed, found, strict=True) if not f]}")
+            await asyncio.sleep(4)  # a few more scrapes and rule evaluations with traffic flowing
+        finally:
+            feeder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await feeder
+
+        # The scrape itself: the target is up, scraped in OpenMetrics (exemplars kept).
+        targets = (await prometheus.api("targets"))["data"]["activeTargets"]
+        assert [t["health"] for t in targets] == ["up"], targets
+
+        # Every panel query: valid, and returns data (a finite value) unless listed in NO_DATA_EXPECTED.
+        problems: list[str] = []
+        panel_count = 0
+        for title, ref, expr in dashboard_targets():
+            panel_count += 1
+            body = await prometheus.query(substitute(expr))
+            if body.get("status") != "success":
+                problems.append(f"{title} [{ref}]: {body.get('errorType')}: {body.get('error')}")
+            elif not finite_samples(body) and f"{title} [{ref}]" not in NO_DATA_EXPECTED:
+                problems.append(f"{title} [{ref}]: no data")
+        assert panel_count >= 20
+        assert not problems, "\n".join(problems)
+
+        # Template variables: each label_values() query finds values.
+        for variable in json_load(DASHBOARD)["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            match = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["query"]["query"])
+            assert match, variable
+            body = await prometheus.api(f"label/{match[2]}/values", [("match[]", substitute(match[1]))])
+            assert body["status"] == "success" and body["data"], (variable["name"], body)
+
+        # Every rule expression is valid as a query, and Prometheus evaluates every loaded rule without error.
+        for name, expr in rule_expressions():
+            body = await prometheus.query(expr)
+            assert body.get("status") == "success", (name, body)
+        groups = (await prometheus.api("rules"))["data"]["groups"]
+        loaded = {r["name"]: r for g in groups for r in g["rules"]}
+        assert set(loaded) == {name for name, _ in rule_expressions()}
+        for name, rule in loaded.items():
+            assert rule["health"] == "ok", (name, rule.get("lastError"))
+        # The recording rules the alignment alert reads have data from the live sidecar.
+        for record in (
+            "scorer_agent:scoring_sidecar_score:mean30m",
+            "scorer_agent:scoring_sidecar_score_count:increase30m",
+        ):
+            assert finite_samples(await prometheus.query(record)), record
+        # Exemplars: scores carry their trace ids.
+        now = time.time()
+        exemplars = await prometheus.api(
+            "query_exemplars", {"query": "scoring_sidecar_score_bucket", "start": str(now - 120), "end": str(now)}
+        )
+        assert exemplars["status"] == "success"
+        assert any(
+            re.fullmatch(r"[0-9a-f]{32}", e["labels"]["trace_id"]) for s in exemplars["data"] for e in s["exemplars"]
+        )
+        assert sidecar.terminate() == 0
+    finally:
+        prometheus.stop()
+        sidecar.kill()
+    assert time.monotonic() - started < 60
