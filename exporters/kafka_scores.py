@@ -272,18 +272,24 @@ class KafkaScoreSink:
         retry, self._retry = self._retry, []
         for record in retry:
             self._send(record)
-        if self._in_flight:
-            await asyncio.wait(set(self._in_flight), timeout=max(timeout_s, 0.0))
+        # Only what was submitted before this flush counts: records submitted while we wait belong to the
+        # next checkpoint, and waiting for them would put commits off for as long as traffic flows.
+        snapshot = dict(self._in_flight)
+        if snapshot:
+            await asyncio.wait(set(snapshot), timeout=max(timeout_s, 0.0))
             # _delivered runs from the tasks' done callbacks (call_soon): one more turn to be sure they ran.
             await asyncio.sleep(0)
         dropped, self._dropped_since_flush = self._dropped_since_flush, 0
-        if self._retry:
+        pending = [task for task in snapshot if task in self._in_flight]
+        failed_ids = {id(record) for record in self._retry}
+        failed = [record for record in snapshot.values() if id(record) in failed_ids]
+        if failed:
             log.warning(
                 "%d score records not delivered (last error: %s); kept for the next flush",
-                len(self._retry),
+                len(failed),
                 self.last_error,
             )
-        return not self._in_flight and not self._retry and dropped == 0
+        return not pending and not failed and dropped == 0
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the producer. Call ``flush`` first: what is still outstanding here is abandoned."""

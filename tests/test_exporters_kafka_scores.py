@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -391,3 +392,25 @@ async def test_close_with_the_broker_down_is_bounded(
         assert await sink.flush(0.1)  # closed: nothing left to wait for
     finally:
         await broker.stop_async(timeout_s=0.2)
+
+
+async def test_records_submitted_during_a_flush_do_not_fail_it(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    # Under steady traffic a checkpoint's flush always overlaps new submissions: those belong to the next
+    # checkpoint, and counting them here would put every commit off while traffic flows.
+    topic = await new_topic("scores-overlap")
+    runs = [await scored_run(judge_server, make_judge_model, span_id=f"{i:016x}") for i in range(1, 41)]
+    sink = KafkaScoreSink(kafka_bootstrap, topic)
+    await sink.start()
+    try:
+        await sink.submit(runs[0])
+        flushing = asyncio.create_task(sink.flush(5.0))
+        await asyncio.sleep(0)  # the flush has started waiting for the first record
+        for run in runs[1:]:
+            await sink.submit(run)
+        assert await flushing
+        assert await sink.flush(5.0)
+    finally:
+        await sink.close()
+    assert len(await read_all(kafka_bootstrap, topic, len(runs))) == len(runs)
