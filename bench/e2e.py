@@ -219,7 +219,7 @@ def metric_by_label(metrics_text: str, name: str, label: str) -> dict[str, float
     return totals
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+async def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
