@@ -122,3 +122,32 @@ async def test_every_agent_span_is_scored_exported_and_committed(
         "scoring_sidecar_scorer_runs_total",
         {"scorer": "answer-length", "agent": "coding-assistant", "outcome": "scored"},
     ) == pytest.approx(coding)
+
+
+async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
+    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str]
+) -> None:
+    spans_topic = await new_topic("spans", partitions=2)
+    scores_topic = await new_topic("scores", partitions=1)
+    traces = list(TrafficGenerator(seed=9).traces(60))
+    await produce_traces(kafka_bootstrap, spans_topic, traces)
+    metrics = SidecarMetrics()
+    service = ScoringService(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=unique_name("group"),
+        ingest=IngestConfig(topic=spans_topic, dead_letter_topic=await new_topic("dead")),
+        topics=[spans_topic],
+        scorers=[ConfiguredScorer(length_scorer())],
+        sinks=[PrometheusSink(metrics), KafkaScoreSink(kafka_bootstrap, topic=scores_topic)],
+        metrics=metrics,
+        # Far fewer runs in flight than the backlog holds: the consumer must pause and resume many times.
+        limits=RuntimeLimits(commit_interval_s=0.2, max_in_flight_runs=3, max_poll_records=5),
+        consumer_options=FAST_CONSUMER,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(service.run(stop))
+    records = await read_topic(kafka_bootstrap, scores_topic, expect=len(traces), timeout_s=30)
+    stop.set()
+    await asyncio.wait_for(running, 30)
+    assert len({json.loads(r.value)["scoreId"] for r in records}) == len(traces)
+    assert metrics.registry.get_sample_value("scoring_sidecar_runs_in_flight") == 0

@@ -104,6 +104,9 @@ class ScoringService:
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._pending: dict[tuple[TopicPartition, int], _Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Counted explicitly: a finishing run updates capacity before its task is done (and removed from
+        # _tasks by a later callback), so len(_tasks) would still count it and pausing would never end.
+        self._runs_in_flight = 0
         self._buffered_bytes = 0
         self._capacity = asyncio.Event()
         self._capacity.set()
@@ -186,7 +189,7 @@ class ScoringService:
         assignment = list(consumer.assignment())
         if paused:
             consumer.pause(*assignment)
-            log.info("backpressure: paused %d partitions (%d runs in flight)", len(assignment), len(self._tasks))
+            log.info("backpressure: paused %d partitions (%d runs in flight)", len(assignment), self._runs_in_flight)
         else:
             consumer.resume(*assignment)
 
@@ -231,6 +234,7 @@ class ScoringService:
             task = asyncio.create_task(self._score(configured, request, tp, record.offset, pending))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            self._runs_in_flight += 1
         self._update_capacity()
 
     def _observe_record(self, topic: str, processed: MultiProcessedRecord) -> None:
@@ -254,14 +258,14 @@ class ScoringService:
             metrics.count_skipped("", "too_large", too_large)
 
     def _update_capacity(self) -> None:
-        over = len(self._tasks) >= self._limits.max_in_flight_runs or (
+        over = self._runs_in_flight >= self._limits.max_in_flight_runs or (
             self._buffered_bytes >= self._limits.max_buffered_bytes
         )
         if over:
             self._capacity.clear()
         else:
             self._capacity.set()
-        self.metrics.set_runs_in_flight(len(self._tasks))
+        self.metrics.set_runs_in_flight(self._runs_in_flight)
 
     # -- runs -----------------------------------------------------------------------------------------
     async def _score(
@@ -328,6 +332,7 @@ class ScoringService:
             self._run_done(tp, offset, pending)
 
     def _run_done(self, tp: TopicPartition, offset: int, pending: _Pending) -> None:
+        self._runs_in_flight -= 1
         pending.runs_left -= 1
         # A run that outlived a revoke belongs to an older assignment: it must not complete the record
         # the current assignment holds at the same offset.
