@@ -25,10 +25,10 @@ as ``key=value`` pairs):
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
 
-Runtime limits: with the service's default ``runtime.max_in_flight_runs`` (512) the sidecar stalls for good
-at its first backpressure pause (capacity is recomputed only inside a finishing run, which still counts
-itself and the other finished runs as in flight), so the bench sets ``max_in_flight_runs`` very high and
-bounds the in-flight records by bytes (8 MiB); ``--max-in-flight-runs 512`` reproduces the stall.
+Runtime limits: the service's defaults (``--max-in-flight-runs``, ``--max-buffered-bytes`` override them).
+Before commit 8f4d37b the sidecar stalled for good at its first backpressure pause with 512 runs in flight
+(a finishing run counted itself as in flight); ``--max-in-flight-runs 1000000 --max-buffered-bytes
+8388608`` bounds in-flight work by bytes only, as this bench did then.
 ``--no-kafka-scores`` turns the score topic sink off (prometheus only), to see what the sink costs.
 
 Traffic: a pool of ``--pool`` traces from ``TrafficGenerator`` (the SDK is slow), re-keyed with a fresh
@@ -78,10 +78,7 @@ SIDECAR_ENV = {
     "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")])),
 }
 _topic_ids = iter(range(1, 1_000_000))
-# Workaround, see --max-in-flight-runs: with the service's default (512 runs) the sidecar stalls for good
-# after its first backpressure pause (it recomputes capacity only inside a run, while the finished runs are
-# still counted in flight). Bound what is in flight by bytes instead (~5,800 records of ~1.4 KiB).
-RUNTIME: dict[str, Any] = {"max_in_flight_runs": 1_000_000, "max_buffered_bytes": 8 * 1024 * 1024}
+RUNTIME: dict[str, Any] = {}  # runtime settings overriding the service's defaults (--max-in-flight-runs …)
 
 
 @dataclass(frozen=True)
@@ -548,7 +545,7 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
             work / "sidecar",
             judge_url=url,
             judge={"max_concurrency": args.concurrency, "timeout_s": 10, "max_retries": 0},
-            runtime={"max_in_flight_runs": max(RUNTIME["max_in_flight_runs"], 2 * args.concurrency)},
+            runtime={"max_in_flight_runs": max(RUNTIME.get("max_in_flight_runs", 512), 2 * args.concurrency)},
             scorers=[{"id": "bench-judge", "kind": "python: bench.e2e_scorers:judge_factory", "judge": "default"}],
         )
         sidecar.start()
@@ -642,13 +639,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0, help="judge server latency")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="max drain time per section")
     parser.add_argument("--workdir", help="keep sidecar configs and logs here (default: a temporary directory)")
-    parser.add_argument(
-        "--max-in-flight-runs",
-        type=int,
-        default=RUNTIME["max_in_flight_runs"],
-        help="the sidecar's runtime.max_in_flight_runs (default: a workaround for a stall at 512)",
-    )
-    parser.add_argument("--max-buffered-bytes", type=int, default=RUNTIME["max_buffered_bytes"])
+    parser.add_argument("--max-in-flight-runs", type=int, help="the sidecar's runtime.max_in_flight_runs")
+    parser.add_argument("--max-buffered-bytes", type=int, help="the sidecar's runtime.max_buffered_bytes")
     parser.add_argument("--score-partitions", type=int, default=1, help="partitions of the score topic")
     parser.add_argument(
         "--no-kafka-scores", action="store_true", help="the sidecar exports to prometheus only (diagnosis)"
@@ -656,7 +648,9 @@ def main() -> None:
     args = parser.parse_args()
     SCORE_PARTITIONS[0] = args.score_partitions
     KAFKA_SCORES[0] = not args.no_kafka_scores
-    RUNTIME.update(max_in_flight_runs=args.max_in_flight_runs, max_buffered_bytes=args.max_buffered_bytes)
+    for key in ("max_in_flight_runs", "max_buffered_bytes"):
+        if getattr(args, key) is not None:
+            RUNTIME[key] = getattr(args, key)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the sidecar
     figures = asyncio.run(run(args))
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
