@@ -48,10 +48,10 @@ from pydantic import SecretStr
 from exporters.base import ScoredRun
 from exporters.kafka_scores import score_record_json
 from sidecar.runs import ScorerRunRequest, SpanTarget
+from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.settings import Settings, SettingsError, SettingsProblem, load_settings
-from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.scoring import Scorer
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
-from sidecar.scoring.judge.errors import JudgeUnavailableError
 from sidecar.scoring.types import JudgeExecutionSuccess, ScorerRunResult
 
 __all__ = [
@@ -413,46 +413,11 @@ async def _score_one(scorer: Scorer, item: EvalItem, *, timeout_s: float) -> Ite
     target = item.target()
     run_input, run_output = item.run_input(), item.run_output()
     request = ScorerRunRequest.model_construct(target=target, input=run_input, output=run_output)
-    from exporters.base import score_id_for
-
-    score_id = score_id_for(scorer.fingerprint, target.trace_id, target.span_id)
-    started = time.time_ns()
-    result: ScorerRunResult | None = None
-    error: ScorerRunError | None = None
-    shed = False
-    try:
-        result = await asyncio.wait_for(
-            scorer.run(
-                input=run_input,
-                output=run_output,
-                run_id=score_id,
-                ground_truth=item.ground_truth,
-                request_context=item.request_context,
-            ),
-            timeout_s,
-        )
-        outcome = "not_scorable" if result.not_scorable is not None else "scored"
-    except ScorerRunError as exc:
-        error, result, outcome = exc, exc.result, "failed"
-        shed = isinstance(exc.__cause__, JudgeUnavailableError)
-    except TimeoutError as exc:
-        error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
-        outcome = "failed"
-    except Exception as exc:  # a scorer bug fails this item, not the evaluation
-        error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
-        outcome = "failed"
-    run = ScoredRun(
-        request=request,
-        scorer_id=scorer.id,
-        scorer_name=scorer.name,
-        scorer_fingerprint=scorer.fingerprint,
-        outcome=outcome,  # type: ignore[arg-type]
-        result=result,
-        error=error,
-        started_unix_nano=started,
-        finished_unix_nano=time.time_ns(),
-        agent_label="eval",
+    attempt = await attempt_scorer(
+        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.request_context
     )
+    run = attempt.to_scored_run(request, scorer, "eval")
+    result, outcome, shed = attempt.result, attempt.outcome, attempt.shed
     tokens_in, tokens_out, cost = _usage(result)
     score = result.score if outcome == "scored" and result is not None else None
     return ItemResult(

@@ -12,23 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from exporters.base import ScoredRun, Sink, score_id_for
+from exporters.base import Sink
 from exporters.prometheus import SidecarMetrics
 from sidecar.conventions.selection import Selection
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterCounter, DeadLetterReason, RecordSource
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
 from sidecar.runs import ScorerRunRequest
+from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.offsets import OffsetTracker
-from sidecar.scoring import Scorer, ScorerRunError
-from sidecar.scoring.judge.errors import JudgeUnavailableError
+from sidecar.scoring import Scorer
 
 __all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
 
@@ -277,57 +276,20 @@ class ScoringService:
         pending: _Pending,
     ) -> None:
         scorer = configured.scorer
-        target = request.target
-        score_id = score_id_for(scorer.fingerprint, target.trace_id, target.span_id)
-        agent = target.agent_name or "unknown"
-        started = time.time_ns()
-        outcome: str
-        result = None
-        error: ScorerRunError | None = None
+        agent = request.target.agent_name or "unknown"
         try:
-            result = await asyncio.wait_for(
-                scorer.run(input=request.input, output=request.output, run_id=score_id),
-                self._limits.run_timeout_s,
-            )
-            outcome = "not_scorable" if result.not_scorable is not None else "scored"
-        except ScorerRunError as exc:
-            error, result = exc, exc.result
-            outcome = "shed" if isinstance(exc.__cause__, JudgeUnavailableError) else "failed"
-        except TimeoutError as exc:
-            error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
-            outcome = "failed"
-            log.warning(
-                "scorer %s timed out after %ss on span %s", scorer.id, self._limits.run_timeout_s, target.span_id
-            )
-        except Exception as exc:  # a scorer bug must not kill the service: count it as a failure
-            log.exception("scorer %s raised outside its pipeline on span %s", scorer.id, target.span_id)
-            error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
-            outcome = "failed"
-        try:
-            if outcome == "shed":
-                cause = error.__cause__ if error is not None else None
-                reason = cause.reason if isinstance(cause, JudgeUnavailableError) else "backpressure"
+            attempt = await attempt_scorer(scorer, request, timeout_s=self._limits.run_timeout_s)
+            if attempt.shed:
                 self.metrics.count_judge_shed(
-                    configured.judge_model or "unknown", reason, scorer=scorer.id, agent=agent
+                    configured.judge_model or "unknown", attempt.shed_reason, scorer=scorer.id, agent=agent
                 )
             else:
-                scored = ScoredRun(
-                    request=request,
-                    scorer_id=scorer.id,
-                    scorer_name=scorer.name,
-                    scorer_fingerprint=scorer.fingerprint,
-                    outcome=outcome,  # type: ignore[arg-type]
-                    result=result,
-                    error=error,
-                    started_unix_nano=started,
-                    finished_unix_nano=time.time_ns(),
-                    agent_label=agent,
-                )
+                scored = attempt.to_scored_run(request, scorer, agent)
                 for sink in self._sinks:
                     try:
                         await sink.submit(scored)
                     except Exception:
-                        log.exception("sink %s rejected score %s", sink.name, score_id)
+                        log.exception("sink %s rejected score %s", sink.name, scored.score_id)
         finally:
             self._run_done(tp, offset, pending)
 

@@ -1,0 +1,92 @@
+"""One scorer on one span, whatever happens: the shared step of the live service and of ``eval``.
+
+Every way a run can end becomes a value (scored, not scorable, failed, or shed by a judge's gate), so
+the caller only decides where the outcome goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from exporters.base import ScoredRun, score_id_for
+from sidecar.runs import ScorerRunRequest
+from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.scoring.judge.errors import JudgeUnavailableError, ShedReason
+from sidecar.scoring.types import ScorerRunResult
+
+__all__ = ["ScorerAttempt", "attempt_scorer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerAttempt:
+    outcome: Literal["scored", "failed", "not_scorable"]
+    shed: bool  # failed because a judge's gate refused the call (counted apart from failures)
+    result: ScorerRunResult | None
+    error: ScorerRunError | None
+    started_unix_nano: int
+    finished_unix_nano: int
+
+    @property
+    def shed_reason(self) -> ShedReason:
+        cause = self.error.__cause__ if self.error is not None else None
+        return cause.reason if isinstance(cause, JudgeUnavailableError) else "backpressure"
+
+    def to_scored_run(self, request: ScorerRunRequest, scorer: Scorer, agent_label: str) -> ScoredRun:
+        return ScoredRun(
+            request=request,
+            scorer_id=scorer.id,
+            scorer_name=scorer.name,
+            scorer_fingerprint=scorer.fingerprint,
+            outcome=self.outcome,
+            result=self.result,
+            error=self.error,
+            started_unix_nano=self.started_unix_nano,
+            finished_unix_nano=self.finished_unix_nano,
+            agent_label=agent_label,
+        )
+
+
+async def attempt_scorer(
+    scorer: Scorer,
+    request: ScorerRunRequest,
+    *,
+    timeout_s: float,
+    ground_truth: Any = None,
+    request_context: Mapping[str, Any] | None = None,
+) -> ScorerAttempt:
+    """Run ``scorer`` on ``request`` with a deterministic run id (the score id); never raises."""
+    target = request.target
+    started = time.time_ns()
+    result: ScorerRunResult | None = None
+    error: ScorerRunError | None = None
+    shed = False
+    outcome: Literal["scored", "failed", "not_scorable"] = "failed"
+    try:
+        result = await asyncio.wait_for(
+            scorer.run(
+                input=request.input,
+                output=request.output,
+                run_id=score_id_for(scorer.fingerprint, target.trace_id, target.span_id),
+                ground_truth=ground_truth,
+                request_context=request_context,
+            ),
+            timeout_s,
+        )
+        outcome = "not_scorable" if result.not_scorable is not None else "scored"
+    except ScorerRunError as exc:
+        error, result = exc, exc.result
+        shed = isinstance(exc.__cause__, JudgeUnavailableError)
+    except TimeoutError as exc:
+        log.warning("scorer %s timed out after %ss on span %s", scorer.id, timeout_s, target.span_id)
+        error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
+    except Exception as exc:  # a scorer bug must not kill the caller: count it as a failure
+        log.exception("scorer %s raised outside its pipeline on span %s", scorer.id, target.span_id)
+        error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
+    return ScorerAttempt(outcome, shed, result, error, started, time.time_ns())
