@@ -1,8 +1,9 @@
 """Kafka score records (SPEC §4): one JSON record per successful scorer run, keyed by trace id.
 
 :func:`score_record` is the format (``eval --output`` writes the same JSON); :class:`KafkaScoreSink` is
-the exporter. The sink sends without waiting (aiokafka batches with a short linger) and confirms in
-``flush``: ``True`` only when every record submitted so far is acknowledged by the broker (``acks=all``).
+the exporter. ``submit`` queues; one sender task feeds the producer (large batches, short linger); ``flush``
+confirms: ``True`` only when every record submitted before it is acknowledged by the broker (``acks=all``).
+The sink holds at most ``max_pending`` unacknowledged records: beyond that, ``submit`` waits.
 
 Delivery policy (at-least-once, SPEC §5):
 
@@ -27,9 +28,11 @@ content: set a topic ACL accordingly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -140,6 +143,14 @@ class ScoreRecord:
     headers: tuple[tuple[str, bytes], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A record on its way, with the epoch (flush) it belongs to."""
+
+    record: ScoreRecord
+    epoch: int
+
+
 def _encode(run: ScoredRun) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
@@ -161,10 +172,17 @@ def score_record(run: ScoredRun) -> tuple[bytes, bytes, list[tuple[str, bytes]]]
 class KafkaScoreSink:
     """A :class:`~exporters.base.Sink` producing score records to Kafka.
 
+    ``submit`` encodes the record and queues it; one sender task hands queued records to the producer,
+    which batches them (``linger_ms``, ``max_batch_size``) and reports each delivery through a callback.
+    Records are grouped in *epochs* (one per ``flush``), so a flush waits only for what was submitted
+    before it. ``submit`` waits while ``max_pending`` records are unacknowledged: that wait keeps the run
+    in flight, so the runtime's own backpressure pauses the consumer instead of this queue growing while
+    the broker is slow or down.
+
     Counters for tests and metrics: ``sent`` (acknowledged records), ``ignored`` (runs by outcome that
     produce no record), ``failed_attempts`` (deliveries that failed and were kept for resending),
-    ``dropped`` (records the broker can never take), ``last_error``. ``outstanding`` is what a ``True`` flush
-    still needs: a runtime can use it for backpressure while the broker is down.
+    ``dropped`` (records the broker can never take), ``last_error``. ``outstanding`` is what a ``True``
+    flush still needs.
     """
 
     name = "kafka_scores"
@@ -176,22 +194,37 @@ class KafkaScoreSink:
         producer_options: dict[str, Any] | None = None,
         *,
         enable_idempotence: bool = False,
-        linger_ms: int = 5,
+        linger_ms: int = 10,
+        max_batch_size: int = 512 * 1024,
         compression_type: str | None = None,
+        max_pending: int = 10_000,
     ) -> None:
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.max_pending = max_pending
         self._options: dict[str, Any] = {
             "acks": "all",
             "linger_ms": linger_ms,
+            # Tansu (and Kafka) take large batches far better than many small ones (see BROKER.md).
+            "max_batch_size": max_batch_size,
             "compression_type": compression_type,
             "enable_idempotence": enable_idempotence,
             **(producer_options or {}),
         }
         self._producer: AIOKafkaProducer | None = None
-        self._in_flight: dict[asyncio.Task[None], ScoreRecord] = {}
-        self._retry: list[ScoreRecord] = []  # failed, to send again on the next flush
-        self._dropped_since_flush = 0
+        self._sender: asyncio.Task[None] | None = None
+        self._queue: deque[_Pending] = deque()
+        self._queued = asyncio.Event()
+        self._retry: list[_Pending] = []  # failed, to send again on the next flush
+        self._epoch = 0
+        self._open: Counter[int] = Counter()  # epoch -> records not yet resolved (queued or in flight)
+        self._spoiled: set[int] = set()  # epochs with a failed or dropped record
+        self._settled = asyncio.Event()  # an epoch's last record resolved
+        self._room = asyncio.Event()
+        self._room.set()
+        self._unresolved = 0
         self.sent = 0
         self.failed_attempts = 0
         self.dropped = 0
@@ -200,8 +233,8 @@ class KafkaScoreSink:
 
     @property
     def outstanding(self) -> int:
-        """Records submitted and not yet acknowledged (in flight or waiting to be sent again)."""
-        return len(self._in_flight) + len(self._retry)
+        """Records submitted and not yet acknowledged (queued, in flight, or waiting to be sent again)."""
+        return self._unresolved + len(self._retry)
 
     async def start(self) -> None:
         """Connect (raises if the brokers cannot be reached at all: fail fast at start-up)."""
@@ -214,44 +247,62 @@ class KafkaScoreSink:
             await producer.stop()
             raise
         self._producer = producer
+        self._sender = asyncio.create_task(self._send_queued(producer), name="score-records sender")
 
     async def submit(self, run: ScoredRun) -> None:
-        """Queue the run's record, if it has one. Never waits for the broker and never raises for it."""
+        """Queue the run's record, if it has one. Never raises for the broker; waits only while the
+        sink holds ``max_pending`` unacknowledged records."""
         record = _encode(run)
         if record is None:
             self.ignored[run.outcome] += 1
             return
-        self._send(record)
+        while self.outstanding >= self.max_pending and self._producer is not None:
+            self._room.clear()
+            await self._room.wait()
+        self._enqueue(_Pending(record, self._epoch))
 
-    def _send(self, record: ScoreRecord) -> None:
-        # aiokafka's send() itself can wait (for topic metadata, or room in a full batch, up to
-        # request_timeout_ms): run it in a task so that submit stays non-blocking.
-        task = asyncio.create_task(self._deliver(record), name=f"score-record {record.score_id}")
-        self._in_flight[task] = record
-        task.add_done_callback(self._delivered)
+    def _enqueue(self, pending: _Pending) -> None:
+        self._open[pending.epoch] += 1
+        self._unresolved += 1
+        self._queue.append(pending)
+        self._queued.set()
 
-    async def _deliver(self, record: ScoreRecord) -> None:
-        if self._producer is None:
-            raise RuntimeError("KafkaScoreSink is not started")
-        delivery = await self._producer.send(
-            self.topic, value=record.value, key=record.key, headers=list(record.headers)
-        )
-        await delivery
+    async def _send_queued(self, producer: AIOKafkaProducer) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                self._queued.clear()
+                await self._queued.wait()
+                continue
+            pending = queue.popleft()
+            record = pending.record
+            try:
+                # Returns once the record is in a batch; waits only when the producer's buffer is full.
+                delivery = await producer.send(
+                    self.topic, value=record.value, key=record.key, headers=list(record.headers)
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # too large for max_request_size, metadata timeouts, …
+                self._resolve(pending, error)
+                continue
+            delivery.add_done_callback(functools.partial(self._delivered, pending))
 
-    def _delivered(self, task: asyncio.Task[None]) -> None:
-        record = self._in_flight.pop(task)
-        if task.cancelled():  # only close() cancels: nothing is waiting for it any more
+    def _delivered(self, pending: _Pending, delivery: asyncio.Future[Any]) -> None:
+        if delivery.cancelled():  # the producer was stopped: close() counts what it abandons
             return
-        error = task.exception()
+        self._resolve(pending, delivery.exception())
+
+    def _resolve(self, pending: _Pending, error: BaseException | None) -> None:
         if error is None:
             self.sent += 1
         elif isinstance(error, _PERMANENT_ERRORS):
             self.dropped += 1
-            self._dropped_since_flush += 1
+            self._spoiled.add(pending.epoch)
             log.error(
                 "score record %s dropped (%d bytes): %s: %s",
-                record.score_id,
-                len(record.value),
+                pending.record.score_id,
+                len(pending.record.value),
                 type(error).__name__,
                 error,
             )
@@ -259,52 +310,68 @@ class KafkaScoreSink:
             # Logged once per flush (an outage fails every record): see flush().
             self.failed_attempts += 1
             self.last_error = f"{type(error).__name__}: {error}"
-            self._retry.append(record)
-            log.debug("score record %s not delivered, kept for the next flush: %s", record.score_id, self.last_error)
+            self._spoiled.add(pending.epoch)
+            self._retry.append(pending)
+        self._unresolved -= 1
+        left = self._open[pending.epoch] - 1
+        if left:
+            self._open[pending.epoch] = left
+        else:
+            del self._open[pending.epoch]
+            self._settled.set()
+        if self.outstanding < self.max_pending:
+            self._room.set()
 
     async def flush(self, timeout_s: float) -> bool:
         """Send again what failed, then wait up to ``timeout_s`` for every record submitted so far.
 
         ``True`` when all are acknowledged; ``False`` on a timeout (they stay in flight), a failure (kept
-        and sent again by the next flush) or a record dropped since the last flush."""
+        and sent again by the next flush) or a record dropped since the last flush. Records submitted
+        while the flush waits belong to the next one: waiting for them would put commits off for as long
+        as traffic flows."""
         if self._producer is None:
             return self.outstanding == 0
+        epoch = self._epoch
+        self._epoch += 1
         retry, self._retry = self._retry, []
-        for record in retry:
-            self._send(record)
-        # Only what was submitted before this flush counts: records submitted while we wait belong to the
-        # next checkpoint, and waiting for them would put commits off for as long as traffic flows.
-        snapshot = dict(self._in_flight)
-        if snapshot:
-            await asyncio.wait(set(snapshot), timeout=max(timeout_s, 0.0))
-            # _delivered runs from the tasks' done callbacks (call_soon): one more turn to be sure they ran.
-            await asyncio.sleep(0)
-        dropped, self._dropped_since_flush = self._dropped_since_flush, 0
-        pending = [task for task in snapshot if task in self._in_flight]
-        failed_ids = {id(record) for record in self._retry}
-        failed = [record for record in snapshot.values() if id(record) in failed_ids]
-        if failed:
+        for pending in retry:
+            self._enqueue(_Pending(pending.record, epoch))
+        settled = True
+        try:
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                while any(open_epoch <= epoch for open_epoch in self._open):
+                    self._settled.clear()
+                    await self._settled.wait()
+        except TimeoutError:
+            settled = False
+        spoiled = {e for e in self._spoiled if e <= epoch}
+        self._spoiled -= spoiled
+        if spoiled and self._retry:
             log.warning(
                 "%d score records not delivered (last error: %s); kept for the next flush",
-                len(failed),
+                len(self._retry),
                 self.last_error,
             )
-        return not pending and not failed and dropped == 0
+        return settled and not spoiled
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the producer. Call ``flush`` first: what is still outstanding here is abandoned."""
         producer, self._producer = self._producer, None
         if producer is None:
             return
-        tasks = list(self._in_flight)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        abandoned = len(tasks) + len(self._retry)
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+        abandoned = self.outstanding
         if abandoned:
             log.warning("closing the score producer with %d records not delivered", abandoned)
+        self._queue.clear()
         self._retry.clear()
+        self._open.clear()
+        self._unresolved = 0
+        self._room.set()  # submitters waiting for room: the sink is closed, nothing to wait for
         stopping = asyncio.ensure_future(producer.stop())
         stopping.add_done_callback(_stopped)
         await asyncio.wait({stopping}, timeout=timeout_s)

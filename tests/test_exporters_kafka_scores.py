@@ -414,3 +414,46 @@ async def test_records_submitted_during_a_flush_do_not_fail_it(
     finally:
         await sink.close()
     assert len(await read_all(kafka_bootstrap, topic, len(runs))) == len(runs)
+
+
+async def test_submit_waits_while_max_pending_records_are_unacknowledged(
+    judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    # While the broker is down the sink holds at most max_pending records: the run that would exceed it
+    # waits in submit (and stays in flight, so the runtime pauses its consumer) instead of memory growing.
+    runs = [await scored_run(judge_server, make_judge_model, span_id=f"{i:016x}") for i in range(1, 4)]
+    broker = await EmbeddedBroker().start_async()
+    restarted: EmbeddedBroker | None = None
+    sink: KafkaScoreSink | None = None
+    try:
+        port, topic = broker.port, "scores-bounded"
+        await create_topics(broker.bootstrap_servers, {topic: 1})
+        options = {"request_timeout_ms": 500, "retry_backoff_ms": 50}
+        sink = KafkaScoreSink(broker.bootstrap_servers, topic, options, max_pending=2)
+        await sink.start()
+        await sink.submit(runs[0])
+        assert await sink.flush(5.0)
+        await broker.stop_async(timeout_s=0.2)
+
+        await sink.submit(runs[0])
+        await sink.submit(runs[1])
+        third = asyncio.create_task(sink.submit(runs[2]))
+        await asyncio.sleep(0.5)
+        assert not third.done() and sink.outstanding == 2
+
+        restarted = await EmbeddedBroker(port=port).start_async()
+        await create_topics(restarted.bootstrap_servers, {topic: 1})
+        for _ in range(10):
+            await sink.flush(1.0)
+            if third.done() and sink.outstanding == 0:
+                break
+        await asyncio.wait_for(third, 5.0)
+        assert await sink.flush(5.0) and sink.outstanding == 0
+        ids = {json.loads(r.value)["scoreId"] for r in await read_all(restarted.bootstrap_servers, topic, 3)}
+        assert ids == {run.score_id for run in runs}
+    finally:
+        if sink is not None:
+            await sink.close(timeout_s=1.0)
+        await broker.stop_async(timeout_s=0.2)
+        if restarted is not None:
+            await restarted.stop_async(timeout_s=0.2)

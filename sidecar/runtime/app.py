@@ -78,6 +78,7 @@ async def run_service(settings: Settings, stop: asyncio.Event, *, metrics: Sidec
                 topic=exporters.kafka_scores.topic,
                 producer_options=kafka.security.client_options(),
                 enable_idempotence=kafka.enable_idempotence,
+                max_pending=exporters.kafka_scores.max_pending_records,
             )
         )
     if exporters.otlp.is_enabled and exporters.otlp.endpoint:

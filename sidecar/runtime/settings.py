@@ -458,6 +458,8 @@ class OtlpExporterSettings(_Frozen):
 class KafkaScoresExporterSettings(_Frozen):
     enabled: bool = True
     topic: str = Field(default="agent_scores", min_length=1)
+    # Unacknowledged records the sink holds before runs wait for it (then the consumer pauses).
+    max_pending_records: int = Field(default=10_000, ge=1)
 
 
 class ExportersSettings(_Frozen):
