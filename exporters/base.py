@@ -11,7 +11,7 @@ creates no second score).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from sidecar.runs import ScorerRunRequest
@@ -46,11 +46,12 @@ class ScoredRun:
     started_unix_nano: int
     finished_unix_nano: int
     agent_label: str = "unknown"  # bounded label for metrics (agent name, or "unknown")
+    # Derived once: every sink reads it.
+    score_id: str = field(init=False, compare=False)
 
-    @property
-    def score_id(self) -> str:
+    def __post_init__(self) -> None:
         target = self.request.target
-        return score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id)
+        object.__setattr__(self, "score_id", score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id))
 
 
 @runtime_checkable

@@ -137,3 +137,22 @@ def test_scorer_identity() -> None:
     scorer = create_content_similarity_scorer()
     assert scorer.id == "content-similarity"
     assert [name for name, _ in scorer.steps] == ["preprocess", "generate_score"]
+
+
+agent_texts = st.lists(st.text(max_size=20), max_size=4)
+
+
+@given(agent_texts, agent_texts, agent_texts)
+async def test_typed_agent_runs_read_like_their_json(inputs: list[str], remembered: list[str], outputs: list[str]) -> None:
+    # The service hands typed AgentRunInput/AgentMessage values; eval and users may hand their JSON.
+    # Both must give the same preprocess result and score.
+    run_input = AgentRunInput(
+        input_messages=tuple(user_message(t, id=f"in-{i}") for i, t in enumerate(inputs)),
+        remembered_messages=tuple(user_message(t, id=f"old-{i}") for i, t in enumerate(remembered)),
+    )
+    output = tuple(assistant_message(t, id=f"out-{i}") for i, t in enumerate(outputs))
+    scorer = create_content_similarity_scorer()
+    typed = await scorer.run(input=run_input, output=output)
+    plain = await scorer.run(input=to_json_value(run_input), output=to_json_value(output))
+    assert to_json_value(typed.preprocess_step_result) == to_json_value(plain.preprocess_step_result)
+    assert typed.score == plain.score

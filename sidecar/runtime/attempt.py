@@ -69,16 +69,15 @@ async def attempt_scorer(
     shed = False
     outcome: Literal["scored", "failed", "not_scorable"] = "failed"
     try:
-        result = await asyncio.wait_for(
-            scorer.run(
+        # asyncio.timeout, not wait_for: no second task per run (3.11's wait_for wraps the coroutine).
+        async with asyncio.timeout(timeout_s):
+            result = await scorer.run(
                 input=request.input,
                 output=request.output,
                 run_id=score_id_for(scorer.fingerprint, target.trace_id, target.span_id),
                 ground_truth=ground_truth,
                 request_context=request_context,
-            ),
-            timeout_s,
-        )
+            )
         outcome = "not_scorable" if result.not_scorable is not None else "scored"
     except ScorerRunError as exc:
         error, result = exc, exc.result

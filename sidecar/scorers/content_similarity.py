@@ -11,6 +11,7 @@ first user message of the input and the assistant text of the output (``sidecar.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from typing import Any
@@ -25,6 +26,7 @@ from sidecar.scorers.text import (
     is_agent_run_input,
 )
 from sidecar.scoring import Scorer, StepContext, create_scorer
+from sidecar.scoring.agent import AgentMessage, AgentRunInput
 from sidecar.scoring.types import to_json_value
 
 __all__ = [
@@ -68,9 +70,12 @@ def compare_two_strings(first: str, second: str) -> float:
         return 1.0
     if len(first) < 2 or len(second) < 2:
         return 0.0
-    first_bigrams = Counter(first[i : i + 2] for i in range(len(first) - 1))
-    second_bigrams = Counter(second[i : i + 2] for i in range(len(second) - 1))
-    intersection = sum((first_bigrams & second_bigrams).values())
+    # map(add, s, s[1:]) yields the bigrams without a Python-level loop.
+    first_bigrams = Counter(map(operator.add, first, first[1:]))
+    second_bigrams = Counter(map(operator.add, second, second[1:]))
+    if len(second_bigrams) < len(first_bigrams):
+        first_bigrams, second_bigrams = second_bigrams, first_bigrams
+    intersection = sum(min(n, second_bigrams[b]) for b, n in first_bigrams.items() if b in second_bigrams)
     return (2.0 * intersection) / (len(first) + len(second) - 2)
 
 
@@ -80,6 +85,8 @@ def _js_whitespace_normalise(text: str) -> str:
 
 
 def _input_text(run_input: Any) -> str:
+    if isinstance(run_input, AgentRunInput):  # the service's shape: typed, no JSON round trip
+        return ", ".join(m.text for m in run_input.input_messages)
     value = to_json_value(run_input)
     if is_agent_run_input(value):
         return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
@@ -87,6 +94,8 @@ def _input_text(run_input: Any) -> str:
 
 
 def _output_text(run_output: Any) -> str:
+    if isinstance(run_output, list | tuple) and all(isinstance(m, AgentMessage) for m in run_output):
+        return ", ".join(m.text for m in run_output)
     value = to_json_value(run_output)
     if isinstance(value, list):
         return ", ".join(get_text_content_from_message(m) for m in value)

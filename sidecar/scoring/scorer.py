@@ -9,7 +9,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from pydantic import BaseModel
@@ -77,6 +77,11 @@ class Scorer:
     judge: Judge | None
     steps: tuple[tuple[StepName, Step], ...] = ()
     version: str = "1"
+    # Derived once: every run's score id hashes it.
+    fingerprint: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fingerprint", self._fingerprint())
 
     # -- builder -----------------------------------------------------------------------------------
     def _with(
@@ -167,8 +172,7 @@ class Scorer:
         return Scorer(self.id, self.name, self.description, self.judge, self.steps, version)
 
     # -- identity ------------------------------------------------------------------------------------
-    @property
-    def fingerprint(self) -> str:
+    def _fingerprint(self) -> str:
         """Stable across processes: id, version, judges and step shapes (not function addresses)."""
         steps = []
         for name, step in self.steps:

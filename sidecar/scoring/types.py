@@ -36,8 +36,13 @@ StepName = Literal["preprocess", "analyze", "generate_score", "generate_reason"]
 STEP_NAMES: tuple[StepName, ...] = ("preprocess", "analyze", "generate_score", "generate_reason")
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_json_value(value: Any) -> Any:
     """Step outputs may be pydantic models (typed scorers); the record holds their camelCase JSON."""
+    if type(value) in _SCALARS:  # most leaves: skip the isinstance chain
+        return value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(value, dict):
