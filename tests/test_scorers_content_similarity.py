@@ -143,7 +143,9 @@ agent_texts = st.lists(st.text(max_size=20), max_size=4)
 
 
 @given(agent_texts, agent_texts, agent_texts)
-async def test_typed_agent_runs_read_like_their_json(inputs: list[str], remembered: list[str], outputs: list[str]) -> None:
+async def test_typed_agent_runs_read_like_their_json(
+    inputs: list[str], remembered: list[str], outputs: list[str]
+) -> None:
     # The service hands typed AgentRunInput/AgentMessage values; eval and users may hand their JSON.
     # Both must give the same preprocess result and score.
     run_input = AgentRunInput(
