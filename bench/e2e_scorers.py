@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.testing.judge_server import JudgeServer, Reply
 
@@ -26,7 +27,7 @@ def judge_factory(*, judge: JudgeModel | None, options: dict[str, Any]) -> Score
     assert judge is not None, "judge_factory needs a judge"
 
     def prompt(ctx: StepContext) -> str:
-        return f"{PROMPT} ({str(ctx.run.output)[:200]})"
+        return f"{PROMPT} ({(get_assistant_message_from_run_output(ctx.run.output) or '')[:200]})"
 
     return create_scorer(id="bench-judge", judge=judge).generate_score(description="score", create_prompt=prompt)
 

@@ -10,6 +10,7 @@ creates no second score).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -26,6 +27,7 @@ SCORE_ID_NAMESPACE = uuid.UUID("6f1d2c1e-8a1b-5d4e-9c3f-5c0a1e7b2d90")
 RunOutcome = Literal["scored", "failed", "not_scorable"]
 
 
+@functools.lru_cache(maxsize=4096)  # a run and its ScoredRun both ask for it
 def score_id_for(scorer_fingerprint: str, trace_id: str, span_id: str) -> str:
     """Deterministic UUIDv5 of (scorer fingerprint, trace id, span id)."""
     return str(uuid.uuid5(SCORE_ID_NAMESPACE, f"{scorer_fingerprint}:{trace_id.lower()}:{span_id.lower()}"))

@@ -19,10 +19,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from exporters.base import ScoredRun
@@ -198,6 +199,8 @@ class SidecarMetrics:
         self._clock_ns = clock_ns
         self._scales: dict[str, float] = {k: _check_scale(v) for k, v in (scales or {}).items()}
         self._judges: set[str] = set()
+        # labels() validates and takes a lock on every call; with bounded labels the children can be kept.
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._judges_lock = threading.Lock()
         r = self.registry
         p = PREFIX
@@ -300,6 +303,14 @@ class SidecarMetrics:
         self._dead_letters = _DeadLetterCollector(f"{p}_dead_letters")
         r.register(self._dead_letters)
 
+    def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
+        """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
+        key = (id(metric), label_values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*label_values)
+        return child
+
     # -- configuration ------------------------------------------------------------------------------
     def set_scorer_scale(self, scorer: str, scale: float) -> None:
         """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
@@ -333,27 +344,27 @@ class SidecarMetrics:
         """Observe one score, normalised (``scale`` defaults to the scorer's). Returns what was observed."""
         value = normalise_score(score, _check_scale(scale) if scale is not None else self.scale_for(scorer))
         if value is not None:
-            self.score.labels(scorer=scorer, agent=agent).observe(value, exemplar=_exemplar(trace_id))
+            self._child(self.score, scorer, agent).observe(value, exemplar=_exemplar(trace_id))
         return value
 
     def count_run(
         self, scorer: str, agent: str, outcome: ScorerOutcome, n: float = 1, *, trace_id: str | None = None
     ) -> None:
         _check(outcome, RUN_OUTCOMES, "scorer outcome")
-        self.scorer_runs.labels(scorer=scorer, agent=agent, outcome=outcome).inc(n, exemplar=_exemplar(trace_id))
+        self._child(self.scorer_runs, scorer, agent, outcome).inc(n, exemplar=_exemplar(trace_id))
 
     def count_skipped(self, scorer: str, outcome: SkipOutcome, n: float = 1, *, agent: str = "unknown") -> None:
         """Runs that never happened: filtered, sampled_out, shed, too_large (scorer ``""`` when not per scorer)."""
         _check(outcome, SKIP_OUTCOMES, "skip outcome")
         if n:
-            self.scorer_runs.labels(scorer=scorer, agent=agent, outcome=outcome).inc(n)
+            self._child(self.scorer_runs, scorer, agent, outcome).inc(n)
 
     def observe_score_latency(self, scorer: str, span_end_unix_nano: int, *, trace_id: str | None = None) -> None:
         """Observe now − span end (skipped when the span end is unknown; clock skew clamps to 0)."""
         if span_end_unix_nano <= 0:
             return
         lag_s = max(0.0, (self._clock_ns() - span_end_unix_nano) / 1e9)
-        self.score_latency.labels(scorer=scorer).observe(lag_s, exemplar=_exemplar(trace_id))
+        self._child(self.score_latency, scorer).observe(lag_s, exemplar=_exemplar(trace_id))
 
     def run_started(self, n: int = 1) -> None:
         self.runs_in_flight.inc(n)
@@ -371,7 +382,7 @@ class SidecarMetrics:
         self.count_run(scorer, agent, run.outcome, trace_id=target.trace_id)
         duration_s = (run.finished_unix_nano - run.started_unix_nano) / 1e9
         if duration_s >= 0:
-            self.scorer_run_duration.labels(scorer=scorer, outcome=run.outcome).observe(duration_s)
+            self._child(self.scorer_run_duration, scorer, run.outcome).observe(duration_s)
         if run.outcome == "scored" and run.result is not None and run.result.score is not None:
             self.observe_score(scorer, agent, run.result.score, trace_id=target.trace_id)
             self.observe_score_latency(scorer, target.end_time_unix_nano, trace_id=target.trace_id)
@@ -388,19 +399,17 @@ class SidecarMetrics:
             for field, token_type in _USAGE_FIELDS:
                 tokens: int | None = getattr(usage, field)
                 if tokens is not None and tokens >= 0:
-                    self.judge_tokens.labels(
-                        judge_model=model, scorer=scorer, type=token_type, status=execution.status
-                    ).inc(tokens)
+                    self._child(self.judge_tokens, model, scorer, token_type, execution.status).inc(tokens)
         for call in execution.calls:
-            self.judge_calls.labels(judge_model=model, outcome=call.outcome).inc()
-            self.judge_call_duration.labels(judge_model=model, outcome=call.outcome).observe(max(0.0, call.duration_s))
+            self._child(self.judge_calls, model, call.outcome).inc()
+            self._child(self.judge_call_duration, model, call.outcome).observe(max(0.0, call.duration_s))
         estimated = execution.estimated_cost_usd
         if estimated is not None and math.isfinite(estimated) and estimated >= 0:
-            self.judge_cost.labels(judge_model=model, scorer=scorer, source="estimated").inc(estimated)
+            self._child(self.judge_cost, model, scorer, "estimated").inc(estimated)
         if isinstance(execution, JudgeExecutionSuccess) and execution.cost is not None:
             cost = execution.cost
             if cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
-                self.judge_cost.labels(judge_model=model, scorer=scorer, source="provider").inc(cost.amount)
+                self._child(self.judge_cost, model, scorer, "provider").inc(cost.amount)
 
     def set_judge_paused(self, judge_model: JudgeModel | str, paused: bool) -> None:
         self.judge_paused.labels(judge_model=self.register_judge(judge_model)).set(1 if paused else 0)
@@ -437,7 +446,7 @@ class SidecarMetrics:
             self.consumer_lag.remove(topic, str(partition))
 
     def count_records_consumed(self, topic: str, n: int = 1) -> None:
-        self.records_consumed.labels(topic=topic).inc(n)
+        self._child(self.records_consumed, topic).inc(n)
 
     def count_spans_seen(self, n: int) -> None:
         self.spans_seen.inc(n)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
     get_combined_system_prompt,
+    get_text_content_from_message,
     get_user_message_from_run_input,
     is_agent_run_input,
 )
@@ -19,9 +22,11 @@ from sidecar.scoring.agent import (
     SystemMessage,
     TextPart,
     ToolInvocation,
+    ToolInvocationPart,
     assistant_message,
     user_message,
 )
+from sidecar.scoring.types import to_json_value
 
 AGENT_INPUT = AgentRunInput(
     input_messages=(
@@ -91,3 +96,27 @@ def test_assistant_message(output: Any, expected: str | None) -> None:
 def test_agent_shape_detection() -> None:
     assert is_agent_run_input(AGENT_INPUT)
     assert not is_agent_run_input({"inputMessages": []})
+
+
+_roles = st.sampled_from(["user", "assistant", "system", "tool"])
+_texts = st.lists(st.text(max_size=12), max_size=3)
+_tools = st.lists(st.sampled_from(["search", "lookup"]), max_size=2)
+
+
+@st.composite
+def agent_messages(draw: st.DrawFn) -> AgentMessage:
+    parts: list[Any] = [TextPart(text=t) for t in draw(_texts)]
+    parts += [ToolInvocationPart(tool_invocation=ToolInvocation(tool_call_id="c", tool_name=n)) for n in draw(_tools)]
+    order = draw(st.permutations(parts))
+    return AgentMessage(id="m", role=draw(_roles), content=MessageContent(parts=tuple(order)))
+
+
+@given(st.lists(agent_messages(), max_size=4))
+def test_typed_messages_read_like_their_json(messages: list[AgentMessage]) -> None:
+    # The service's runs are typed; users and eval hand JSON. Every helper must read both alike.
+    as_json = to_json_value(messages)
+    assert get_assistant_message_from_run_output(tuple(messages)) == get_assistant_message_from_run_output(as_json)
+    for message, plain in zip(messages, as_json, strict=True):
+        assert get_text_content_from_message(message) == get_text_content_from_message(plain)
+    run_input = AgentRunInput(input_messages=tuple(messages))
+    assert is_agent_run_input(run_input) and is_agent_run_input(to_json_value(run_input))

@@ -53,6 +53,9 @@ class RuntimeLimits:
     flush_timeout_s: float = 10.0
     poll_timeout_ms: int = 200
     max_poll_records: int = 500
+    # How long intake waits for capacity before pausing its partitions. Pausing drops the consumer's
+    # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
+    pause_grace_s: float = 0.2
 
 
 @dataclass(slots=True)
@@ -162,6 +165,8 @@ class ScoringService:
     async def _consume(self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, stop: asyncio.Event) -> None:
         while not stop.is_set():
             if not self._capacity.is_set():
+                if not self._paused and await self._capacity_within(self._limits.pause_grace_s):
+                    continue
                 self._set_paused(consumer, True)
                 stop_wait = asyncio.ensure_future(stop.wait())
                 capacity_wait = asyncio.ensure_future(self._capacity.wait())
@@ -179,6 +184,16 @@ class ScoringService:
                     continue  # revoked while the fetch was in flight: the new owner reads these
                 for record in records:
                     await self._ingest_record(tp, record, publisher)
+            # getmany returns buffered records without suspending: let the runs just created progress.
+            await asyncio.sleep(0)
+
+    async def _capacity_within(self, timeout_s: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._capacity.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def _set_paused(self, consumer: AIOKafkaConsumer, paused: bool) -> None:
         # Backpressure: stop fetching (and prefetching) rather than buffer without bound.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart
 from sidecar.scoring.types import to_json_value
 
 __all__ = [
@@ -31,6 +32,8 @@ def _last_text_part(parts: list[Any]) -> str | None:
 
 def get_text_content_from_message(message: Any) -> str:
     """A message's text: string content, else the last text part (as the AI SDK reads it)."""
+    if isinstance(message, AgentMessage):  # typed (the service's runs): no JSON round trip
+        return message.text
     message = to_json_value(message)
     content = message.get("content") if isinstance(message, Mapping) else None
     if isinstance(content, str):
@@ -77,6 +80,8 @@ def _text_from_messages(messages: Any, role: str) -> str | None:
 
 
 def is_agent_run_input(value: Any) -> bool:
+    if isinstance(value, AgentRunInput):
+        return True
     value = to_json_value(value)
     return (
         isinstance(value, Mapping)
@@ -155,6 +160,12 @@ def get_combined_system_prompt(run_input: Any) -> str:
 
 def get_assistant_message_from_run_output(output: Any) -> str | None:
     """The first assistant message's text; also ``{text}``, ``{content}``, one message or a string."""
+    if isinstance(output, list | tuple) and output and all(isinstance(m, AgentMessage) for m in output):
+        # Typed agent output (the service's runs), read as its JSON would be: no JSON round trip.
+        for message in output:
+            if message.role == "assistant":
+                return message.text if any(isinstance(p, TextPart) for p in message.content.parts) else None
+        return None
     output = to_json_value(output)
     if isinstance(output, str):
         return output
