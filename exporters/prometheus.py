@@ -322,6 +322,8 @@ class SidecarMetrics:
     def register_judge(self, judge_model: JudgeModel | str) -> str:
         """Create a judge's series at zero (calls by outcome, paused), so rates and alerts see them early."""
         label = judge_model_label(judge_model)
+        if label in self._judges:  # every judge call passes here: no lock once registered
+            return label
         with self._judges_lock:
             if label in self._judges:
                 return label
@@ -412,14 +414,14 @@ class SidecarMetrics:
                 self._child(self.judge_cost, model, scorer, "provider").inc(cost.amount)
 
     def set_judge_paused(self, judge_model: JudgeModel | str, paused: bool) -> None:
-        self.judge_paused.labels(judge_model=self.register_judge(judge_model)).set(1 if paused else 0)
+        self._child(self.judge_paused, self.register_judge(judge_model)).set(1 if paused else 0)
 
     def set_judge_spend(self, judge_model: JudgeModel | str, spent_usd: float, cap_usd: float | None = None) -> None:
         """Spend within the current cap window (and the cap, when one is configured)."""
         label = self.register_judge(judge_model)
-        self.judge_spend.labels(judge_model=label).set(spent_usd)
+        self._child(self.judge_spend, label).set(spent_usd)
         if cap_usd is not None:
-            self.judge_spend_cap.labels(judge_model=label).set(cap_usd)
+            self._child(self.judge_spend_cap, label).set(cap_usd)
 
     def count_judge_shed(
         self,

@@ -33,6 +33,10 @@ __all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
 
 log = logging.getLogger(__name__)
 
+# Records ingested between two yields to the event loop (~10 ms of CPU): a whole poll (500 records) at
+# once would hold judge replies back for its full ingest time.
+_INGEST_SLICE = 32
+
 
 @dataclass(frozen=True, slots=True)
 class ConfiguredScorer:
@@ -182,8 +186,11 @@ class ScoringService:
             for tp, records in batches.items():
                 if tp not in self._assigned:
                     continue  # revoked while the fetch was in flight: the new owner reads these
-                for record in records:
+                for i, record in enumerate(records, 1):
                     await self._ingest_record(tp, record, publisher)
+                    if i % _INGEST_SLICE == 0:
+                        # Ingest is CPU work: let judge replies and finished runs through between slices.
+                        await asyncio.sleep(0)
             # getmany returns buffered records without suspending: let the runs just created progress.
             await asyncio.sleep(0)
 
