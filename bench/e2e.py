@@ -34,7 +34,7 @@ Before commit 8f4d37b the sidecar stalled for good at its first backpressure pau
 Traffic: a pool of ``--pool`` traces from ``TrafficGenerator`` (the SDK is slow), re-keyed with a fresh
 random trace id per record (a byte replace of the 16-byte id), so every record is a distinct trace.
 
-    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge] [--traces 5000] [--rate 1000]
+    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge] [--traces 20000] [--rate 1000]
         [--duration-s 20] [--backlog 250000] [--rss-timeout-s S] [--judge-records 12000]
         [--judge-calls 6000] [--no-kafka-scores] [--workdir DIR]
 """
@@ -625,7 +625,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--only", choices=SECTIONS)
     parser.add_argument("--pool", type=int, default=300, help="distinct generated traces to re-key")
-    parser.add_argument("--traces", type=int, default=5_000, help="throughput: records (4 spans each)")
+    parser.add_argument("--traces", type=int, default=20_000, help="throughput: records (4 spans each)")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: traces/s")
     parser.add_argument("--duration-s", type=float, default=20.0, help="latency: seconds of traffic")
     parser.add_argument("--latency-grace-s", type=float, default=30.0, help="latency: wait for late scores")

@@ -41,14 +41,16 @@ are synchronous (and retry with backoff within ``timeout_s``), so exports never 
 A batch whose export failed is *kept* and exported again by the next ``flush``; ``flush`` returns ``True``
 only when everything submitted before it was exported, so a runtime that commits after a ``True`` flush
 never commits past a lost span, even if it calls ``flush`` again instead of rewinding. The queues are
-bounded (``max_queued`` items per signal): beyond it new items are dropped, counted, and the next flush
-returns ``False`` once. Redelivered runs make new spans next to the first ones; the score id attribute is
-the same (it is deterministic), so consumers can keep one.
+bounded (``max_queued`` items per signal): ``submit`` waits for room, which keeps the run in flight so the
+runtime pauses its consumer. Only items put past twice the bound (or after close) are dropped, counted,
+and fail the next flush. Span ids of a run derive from its (deterministic) score id, so a redelivered run
+re-exports the same spans with the same ids.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import threading
@@ -67,6 +69,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
@@ -311,6 +314,7 @@ class _ExportQueue(Generic[T]):
         self._stopping = False
         self._dropped_since_flush = 0
         self._thread: threading.Thread | None = None
+        self.on_room: Callable[[], None] | None = None  # called from the worker after each export
         # Counters (items), for tests and metrics.
         self.exported = 0
         self.failed_exports = 0
@@ -326,9 +330,16 @@ class _ExportQueue(Generic[T]):
         with self._cond:
             return len(self._queue) + len(self._inflight) + len(self._failed)
 
+    def has_room(self, items: int) -> bool:
+        """Whether ``items`` more fit (an empty queue takes any number: a run is never refused forever)."""
+        with self._cond:
+            held = len(self._queue) + len(self._failed)
+            return held == 0 or held + items <= self._max_queued
+
     def put(self, value: T) -> None:
         with self._cond:
-            if self._stopping or len(self._queue) + len(self._failed) >= self._max_queued:
+            # submit() waits for room below max_queued: this ceiling is the last resort, never the rule.
+            if self._stopping or len(self._queue) + len(self._failed) >= 2 * self._max_queued:
                 self.dropped += 1
                 self._dropped_since_flush += 1
                 if self._dropped_since_flush == 1:
@@ -425,7 +436,36 @@ class _ExportQueue(Generic[T]):
             if not self._queue:
                 self._urgent = False
             self._cond.notify_all()
+        if self.on_room is not None:
+            self.on_room()
         return True
+
+
+class _ScoreSpanIds(IdGenerator):
+    """Span ids derived from the score id while a run's spans are emitted (random otherwise).
+
+    A redelivered run re-exports the same spans with the same ids, so backends that key spans by
+    (trace id, span id) keep one copy, as the score topic keeps one score per ``scoreId``.
+    """
+
+    def __init__(self) -> None:
+        self._random = RandomIdGenerator()
+        self._seed: bytes | None = None
+        self._n = 0
+
+    def seed(self, score_id: str | None) -> None:
+        self._seed = score_id.encode() if score_id is not None else None
+        self._n = 0
+
+    def generate_span_id(self) -> int:
+        if self._seed is None:
+            return self._random.generate_span_id()
+        self._n += 1
+        digest = hashlib.blake2b(self._seed + b":%d" % self._n, digest_size=8).digest()
+        return int.from_bytes(digest, "big") or 1  # 0 is the invalid span id
+
+    def generate_trace_id(self) -> int:  # score spans join the scored trace; never used for them
+        return self._random.generate_trace_id()
 
 
 class _QueueSpanProcessor(SpanProcessor):
@@ -522,6 +562,8 @@ class OtlpTraceSink:
         self._schedule_delay_s = schedule_delay_s
         self._max_queued = max_queued
         self._tracer_provider: TracerProvider | None = None
+        self._span_ids = _ScoreSpanIds()
+        self._room = asyncio.Event()
         self._logger_provider: LoggerProvider | None = None
         self._span_exporter: SpanExporter | None = None
         self._log_exporter: LogRecordExporter | None = None
@@ -595,7 +637,9 @@ class OtlpTraceSink:
             return span_exporter.export(batch) == SpanExportResult.SUCCESS
 
         span_queue = self._new_queue("spans", export_spans)
-        tracer_provider = TracerProvider(resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False)
+        tracer_provider = TracerProvider(
+            resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False, id_generator=self._span_ids
+        )
         tracer_provider.add_span_processor(_QueueSpanProcessor(span_queue))
         self._queues = [span_queue]
         if log_exporter is not None:
@@ -609,7 +653,14 @@ class OtlpTraceSink:
             self._logger_provider = logger_provider
             self._event_logger = logger_provider.get_logger(INSTRUMENTATION_SCOPE, __version__)
             self._queues.append(log_queue)
+        loop = asyncio.get_running_loop()
+        room = self._room
+
+        def on_room() -> None:
+            loop.call_soon_threadsafe(room.set)
+
         for queue in self._queues:
+            queue.on_room = on_room
             queue.start()
         self._span_exporter, self._log_exporter = span_exporter, log_exporter
         self._tracer_provider = tracer_provider
@@ -618,8 +669,9 @@ class OtlpTraceSink:
     # -- the Sink interface --
 
     async def submit(self, run: ScoredRun) -> None:
-        """Record the run's spans and event; they are exported in the background. Never waits or raises
-        for the receiver."""
+        """Record the run's spans and event; they are exported in the background. Never raises for the
+        receiver; waits while the queues are full (the receiver is slow or down), which keeps the run in
+        flight so that the runtime pauses its consumer instead of spans being dropped."""
         if self._tracer is None:
             raise RuntimeError("OtlpTraceSink is not started")
         scored = scored_span_context(run)
@@ -627,12 +679,30 @@ class OtlpTraceSink:
             self.skipped += 1
             log.error("scorer run %s has invalid target ids; no span exported", run.score_id)
             return
+        await self._wait_for_room(1 + len(_executions(run)))
+        if self._tracer is None:  # closed while waiting
+            raise RuntimeError("OtlpTraceSink is closed")
         self.submitted += 1
         self._emit_spans(self._tracer, run, scored)
         if self._event_logger is not None:
             self._emit_log_event(self._event_logger, run, scored)
 
+    async def _wait_for_room(self, spans: int) -> None:
+        queues = self._queues
+        while queues and not all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(queues)):
+            self._room.clear()
+            if all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(queues)):
+                return  # an export made room between the check and the clear
+            await self._room.wait()
+
     def _emit_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext) -> None:
+        self._span_ids.seed(run.score_id)
+        try:
+            self._emit_seeded_spans(tracer, run, scored)
+        finally:
+            self._span_ids.seed(None)
+
+    def _emit_seeded_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext) -> None:
         start = run.started_unix_nano
         end = max(run.finished_unix_nano, start)
         parent = trace.set_span_in_context(NonRecordingSpan(scored))
@@ -729,3 +799,4 @@ class OtlpTraceSink:
         self._span_exporter = None
         self._log_exporter = None
         self._queues = []
+        self._room.set()  # submitters waiting for room: the sink is closed

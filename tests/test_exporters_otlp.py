@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -443,18 +444,48 @@ async def test_flush_fails_for_non_retryable_errors_too(otlp_receiver: OtlpRecei
     assert len(spans_of(otlp_receiver)) == 1
 
 
-async def test_a_full_queue_drops_and_the_next_flush_says_so(
+async def test_a_full_queue_makes_submit_wait_for_room_and_drops_nothing(
     otlp_receiver: OtlpReceiver, make_sink: SinkFactory
 ) -> None:
     runs = [await run_scorer(create_scorer(id=f"s{i}").generate_score(lambda ctx: 0.5)) for i in range(3)]
-    sink = make_sink(evaluation_logs=False, max_queued=1, schedule_delay_s=5.0)
+    sink = make_sink(evaluation_logs=False, max_queued=1, schedule_delay_s=0.2)
     await sink.start()
-    for run in runs:
+    await sink.submit(runs[0])
+    waiting = asyncio.create_task(sink.submit(runs[1]))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and sink.outstanding == 1  # held back until the export makes room
+    await asyncio.wait_for(waiting, 5)
+    await asyncio.wait_for(sink.submit(runs[2]), 5)
+    assert await sink.flush(10) is True
+    assert sink.dropped == 0
+    assert sorted(s.name for s in spans_of(otlp_receiver)) == [f"scorer run: 's{i}'" for i in range(3)]
+
+
+async def test_a_redelivered_run_reexports_the_same_span_ids(
+    otlp_receiver: OtlpReceiver, make_sink: SinkFactory, judge_server: JudgeServer
+) -> None:
+    judge_server.script(*[Reply.json({"score": 0.5})] * 3)
+    scorer = create_scorer(id="judged", judge=judge_model(judge_server)).generate_score(
+        description="score", create_prompt=lambda ctx: "score it"
+    )
+    first = await run_scorer(scorer)
+    again = await run_scorer(scorer)  # the same span scored again after a redelivery
+    other = await run_scorer(scorer, make_request(span_id="00000000000000aa"))
+    sink = make_sink(evaluation_logs=False)
+    await sink.start()
+    for run in (first, again, other):
         await sink.submit(run)
-    assert sink.dropped == 2
-    assert await sink.flush(10) is False  # the queued one went out, the dropped ones did not
-    assert len(spans_of(otlp_receiver)) == 1
-    assert await sink.flush(10) is True  # reported once
+    assert await sink.flush(10)
+    spans = spans_of(otlp_receiver)
+    assert len(spans) == 6  # a run span and a judge span per run
+    by_parent: dict[str, list[ReceivedSpan]] = {}
+    for span in spans:
+        by_parent.setdefault(span.parent_span_id, []).append(span)
+    [run_a, run_b] = by_parent[SPAN_ID]
+    [run_c] = by_parent["00000000000000aa"]
+    assert run_a.span_id == run_b.span_id != run_c.span_id
+    assert [s.span_id for s in by_parent[run_a.span_id]] == [by_parent[run_a.span_id][0].span_id] * 2
+    assert len({s.span_id for s in spans}) == 4  # two distinct runs, each a run span and a judge span
 
 
 async def test_headers_are_sent_and_http_is_compressed(
