@@ -34,7 +34,6 @@ import json
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -48,6 +47,7 @@ from aiokafka.errors import (
 )
 
 from exporters.base import ScoredRun
+from sidecar.timestamps import iso_millis
 
 __all__ = [
     "CONTENT_TYPE",
@@ -77,13 +77,6 @@ _PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
     InvalidTimestampError,
     InvalidTopicError,
 )
-
-
-def _iso_utc(unix_nano: int) -> str:
-    """JavaScript's ``toISOString`` form: millisecond precision, ``Z``."""
-    seconds, nanos = divmod(unix_nano, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _sidecar_version() -> str:
@@ -117,7 +110,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     }
     return {
         "scoreId": run.score_id,
-        "timestamp": _iso_utc(run.finished_unix_nano),
+        "timestamp": iso_millis(run.finished_unix_nano),
         "traceId": target.trace_id,
         "spanId": target.span_id,
         "scorerId": run.scorer_id,

@@ -38,7 +38,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,6 +52,7 @@ from sidecar.runtime.settings import Settings, SettingsError, SettingsProblem, l
 from sidecar.scoring import Scorer
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.scoring.types import JudgeExecutionSuccess, ScorerRunResult
+from sidecar.timestamps import iso_millis
 
 __all__ = [
     "EvalError",
@@ -346,12 +346,6 @@ class EvalReport:
         return 1 if self.breaches() else 0
 
 
-def _iso(unix_nano: int) -> str:
-    seconds, nanos = divmod(unix_nano, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _usage(result: ScorerRunResult | None) -> tuple[int, int, float]:
     if result is None or result.judge is None:
         return 0, 0, 0.0
@@ -379,7 +373,7 @@ def _record(run: ScoredRun, item: EvalItem) -> dict[str, Any]:
         result = run.result
         record = {
             "scoreId": run.score_id,
-            "timestamp": _iso(run.finished_unix_nano),
+            "timestamp": iso_millis(run.finished_unix_nano),
             "traceId": target.trace_id,
             "spanId": target.span_id,
             "scorerId": run.scorer_id,

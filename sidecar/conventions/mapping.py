@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sidecar.conventions import names
@@ -26,6 +25,7 @@ from sidecar.conventions.messages import (
 from sidecar.conventions.selection import SpanKind
 from sidecar.runs import ScorerRunRequest, SpanTarget
 from sidecar.scoring.agent import AgentMessage, AgentRunInput, MessageContent, SystemMessage, TextPart
+from sidecar.timestamps import iso_millis
 
 __all__ = ["SpanView", "map_span"]
 
@@ -115,10 +115,7 @@ def _opt_int(value: Any) -> int | None:
 
 
 def _iso(unix_nano: int) -> str:
-    if unix_nano <= 0:
-        return ""
-    stamp = datetime.fromtimestamp(unix_nano / 1e9, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
+    return iso_millis(unix_nano) if unix_nano > 0 else ""
 
 
 def _agent_message(message: ParsedMessage, message_id: str, created_at: str) -> AgentMessage:
