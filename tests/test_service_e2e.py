@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
@@ -290,3 +292,64 @@ async def test_broker_restart_mid_stream_loses_nothing(
     finally:
         sidecar.kill()
         await broker.stop_async(timeout_s=2)
+
+
+async def readyz(sidecar: SidecarProcess) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(sidecar.metrics_url + "/readyz") as response:
+        return response.status, await response.text()
+
+
+async def poll_readyz(sidecar: SidecarProcess, status: int, containing: str = "", timeout_s: float = 30) -> str:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    seen: tuple[int, str] = (0, "")
+    while asyncio.get_running_loop().time() < deadline:
+        assert sidecar.process is not None and sidecar.process.poll() is None, sidecar.log_path.read_text()
+        with contextlib.suppress(aiohttp.ClientError):
+            seen = await readyz(sidecar)
+            if seen[0] == status and containing in seen[1]:
+                return seen[1]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"/readyz never answered {status} in {timeout_s}s (last: {seen})")
+
+
+async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_until_it_recovers(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    spans, scores, dead = await topics(new_topic)
+    traces = list(TrafficGenerator(seed=5).traces(10))
+    await produce_traces(kafka_bootstrap, spans, traces)
+    group = unique_name("group")
+    sidecar = sidecar_for(
+        tmp_path,
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=group,
+        otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
+        scorers=[{"id": "similarity", "kind": "content-similarity"}],
+    )
+    sidecar.config["exporters"]["otlp"]["timeout_s"] = 1
+    otlp_receiver.fail(http_status=400)  # refused: no retry back-off, every flush fails at once
+    sidecar.start()
+    try:
+        await poll_readyz(sidecar, 503, containing="exporter not confirming exports: otlp")
+        await read_topic(kafka_bootstrap, scores, expect=10)  # the other exporters work on
+        assert await committed_total(kafka_bootstrap, group, spans, 3) == 0  # nothing past an unexported span
+
+        otlp_receiver.recover()
+        await poll_readyz(sidecar, 200)
+        for _ in range(100):
+            if await committed_total(kafka_bootstrap, group, spans, 3) == len(traces):
+                break
+            await asyncio.sleep(0.1)
+        assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces)
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    run_spans = [s for s in otlp_receiver.spans if s.name.startswith("scorer run:")]
+    assert {(s.trace_id, s.parent_span_id) for s in run_spans} == {(t.trace_id, t.agent_span_id) for t in traces}

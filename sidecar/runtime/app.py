@@ -118,7 +118,7 @@ async def run_service(settings: Settings, stop: asyncio.Event, *, metrics: Sidec
             metrics.registry,
             host=exporters.prometheus.host,
             port=exporters.prometheus.port,
-            readiness=lambda: (service.ready, "ready" if service.ready else "joining the consumer group"),
+            readiness=service.readiness,
         )
         await server.start()
         log.info("metrics on http://%s:%d/metrics", exporters.prometheus.host, server.port)

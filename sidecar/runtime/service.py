@@ -29,13 +29,17 @@ from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.offsets import OffsetTracker
 from sidecar.scoring import Scorer
 
-__all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
+__all__ = ["UNHEALTHY_FLUSHES", "ConfiguredScorer", "RuntimeLimits", "ScoringService"]
 
 log = logging.getLogger(__name__)
 
 # Records ingested between two yields to the event loop (~10 ms of CPU): a whole poll (500 records) at
 # once would hold judge replies back for its full ingest time.
 _INGEST_SLICE = 32
+
+# Failed flushes in a row after which an exporter counts as down for readiness (one failure can be a
+# timeout under load).
+UNHEALTHY_FLUSHES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +128,19 @@ class ScoringService:
         metrics.track_dead_letters(self.dead_letters)
         for configured in scorers:
             metrics.set_scorer_scale(configured.scorer.id, configured.scale)
-        self.ready = False
+        self.ready = False  # the consumer joined its group and polled
+        self._failed_flushes: dict[str, int] = {}  # sink name -> flushes failed in a row
         self.stopped = asyncio.Event()
+
+    def readiness(self) -> tuple[bool, str]:
+        """``/readyz``: the group is joined and every exporter confirms its exports (a sink whose last
+        ``UNHEALTHY_FLUSHES`` flushes failed is down: its broker or receiver is unreachable or refusing)."""
+        if not self.ready:
+            return False, "joining the consumer group"
+        down = sorted(name for name, n in self._failed_flushes.items() if n >= UNHEALTHY_FLUSHES)
+        if down:
+            return False, f"exporter not confirming exports: {', '.join(down)}"
+        return True, "ready"
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -346,10 +361,17 @@ class ScoringService:
             offsets = self._tracker.committable(owned)  # before the flush: see the module docstring
             if not offsets:
                 return True
+            # Every sink is flushed (a failed one resends on its next flush), then the commit is decided.
+            confirmed = True
             for sink in self._sinks:
-                if not await sink.flush(timeout_s):
+                if await sink.flush(timeout_s):
+                    self._failed_flushes.pop(sink.name, None)
+                else:
+                    self._failed_flushes[sink.name] = self._failed_flushes.get(sink.name, 0) + 1
                     log.warning("sink %s did not confirm its exports; not committing", sink.name)
-                    return False
+                    confirmed = False
+            if not confirmed:
+                return False
             try:
                 await consumer.commit(offsets)
             except Exception as exc:
