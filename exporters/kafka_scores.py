@@ -30,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic_core
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
     CorruptRecordException,
@@ -148,7 +148,9 @@ def _encode(run: ScoredRun) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
         return None
-    value = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    # pydantic-core's encoder (Rust): compact UTF-8 JSON like json.dumps(ensure_ascii=False, separators=(",",
+    # ":")) at a fraction of the CPU; non-finite floats (which no record should hold) become null.
+    value = pydantic_core.to_json(body, inf_nan_mode="null")
     score_id: str = body["scoreId"]
     headers = (("content-type", CONTENT_TYPE.encode()), ("score-id", score_id.encode()))
     return ScoreRecord(score_id, run.request.target.trace_id.encode("utf-8"), value, headers)

@@ -18,6 +18,8 @@ import json
 import ssl
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pydantic_core
+
 from sidecar.scoring.judge.errors import APIConnectionError, InternalServerError, Timeout, error_for_status
 from sidecar.scoring.judge.lean_http import HTTPConnectionError, LeanHTTPClient
 from sidecar.scoring.judge.model import JudgeModel
@@ -139,7 +141,7 @@ class OpenAICompatibleTransport:
             body["response_format"] = request.response_format
         if self._fixed:
             body.update(self._fixed)
-        return json.dumps(body).encode()
+        return pydantic_core.to_json(body)  # compact UTF-8 JSON, encoded in Rust
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         try:
