@@ -377,3 +377,20 @@ async def test_callback_errors_do_not_break_the_gate(
     await fails_with(model)
     assert gate.state == "open"
     assert "judge gate callback failed" in caplog.text
+
+
+async def test_calls_in_flight_count_against_the_spend_cap(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    # 20 runs arrive at once under a cap worth a few calls: without counting what is in flight, all 20
+    # would be admitted (nothing is spent yet) and the cap overshot twentyfold.
+    judge_server.reset(lambda body: Reply(delay_s=0.2))
+    model, gate = gated(judge_server, request, GateConfig(max_concurrency=64, spend_cap_usd=3 * COST_PER_CALL))
+    results = await asyncio.gather(*(run(model) for _ in range(20)), return_exceptions=True)
+    admitted = [r for r in results if isinstance(r, ScorerRunResult)]
+    shed = [r for r in results if isinstance(r, ScorerRunError)]
+    assert len(admitted) + len(shed) == 20
+    assert 1 <= len(admitted) <= 3 and len(judge_server.requests) == len(admitted)
+    assert gate.shed["spend_cap"] == len(shed)
+    assert gate.spent_usd <= 3 * COST_PER_CALL + 1e-12  # admitted on estimates, charged on actual usage
+    assert gate.in_flight == 0

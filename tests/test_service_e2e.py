@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.embedded.traffic import GeneratedTrace, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY
 from tests.support.otlp_receiver import OtlpReceiver
@@ -39,6 +39,22 @@ async def topics(new_topic: Callable[..., Any], partitions: int = 3) -> tuple[st
         await new_topic("scores", partitions=1),
         await new_topic("dead", partitions=1),
     )
+
+
+async def backlog(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    count: int,
+    *,
+    seed: int,
+    partitions: int = 3,
+    poison: dict[int, bytes] | None = None,
+) -> tuple[tuple[str, str, str], list[GeneratedTrace]]:
+    """Fresh (spans, scores, dead-letter) topics and ``count`` generated traces already on the spans topic."""
+    names = await topics(new_topic, partitions)
+    traces = list(TrafficGenerator(seed=seed).traces(count))
+    await produce_traces(kafka_bootstrap, names[0], traces, poison=poison)
+    return names, traces
 
 
 def sample(text: str, name: str, labels: dict[str, str]) -> float:
@@ -71,9 +87,7 @@ async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
     otlp_receiver: OtlpReceiver,
 ) -> None:
     judge_server.reset(heuristic_reply)
-    spans, scores, dead = await topics(new_topic)
-    traces = list(TrafficGenerator(seed=11).traces(30))
-    await produce_traces(kafka_bootstrap, spans, traces, poison={15: POISON})
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 30, seed=11, poison={15: POISON})
     group = unique_name("group")
     sidecar = sidecar_for(
         tmp_path,
@@ -141,9 +155,7 @@ async def test_kill_9_at_random_points_loses_no_score(
         return heuristic_reply(body)
 
     judge_server.reset(slow_judge)
-    spans, scores, dead = await topics(new_topic)
-    traces = list(TrafficGenerator(seed=5).traces(240))
-    await produce_traces(kafka_bootstrap, spans, traces)
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 240, seed=5)
     group = unique_name("group")
     sidecar = sidecar_for(
         tmp_path,
@@ -210,9 +222,8 @@ async def test_judge_faults_are_counted_and_nothing_is_lost(
         return heuristic_reply(body)
 
     judge_server.reset(faulty)
-    spans, scores, dead = await topics(new_topic, partitions=2)
-    traces = list(TrafficGenerator(seed=8).traces(40))
-    await produce_traces(kafka_bootstrap, spans, traces, poison={7: POISON, 30: b"{not json either"})
+    poison = {7: POISON, 30: b"{not json either"}
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 40, seed=8, partitions=2, poison=poison)
     sidecar = sidecar_for(
         tmp_path,
         (spans, scores, dead),
@@ -320,9 +331,7 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
     judge_server: JudgeServer,
     otlp_receiver: OtlpReceiver,
 ) -> None:
-    spans, scores, dead = await topics(new_topic)
-    traces = list(TrafficGenerator(seed=5).traces(10))
-    await produce_traces(kafka_bootstrap, spans, traces)
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 10, seed=5)
     group = unique_name("group")
     sidecar = sidecar_for(
         tmp_path,

@@ -21,7 +21,9 @@ structured-output fallback included):
   interval. ``pause_recheck_s=None`` keeps the judge paused until ``resume()``.
 - **Spend cap**: estimated cost (``estimate_cost_usd`` of each call's usage) summed over a rolling
   ``spend_window_s``; at or over ``spend_cap_usd`` calls are refused (``spend_cap``) until older spend leaves
-  the window. Calls already admitted finish, so the cap can be overshot by what is in flight.
+  the window. Calls in flight count with their estimate (prompt characters / 4 input tokens, plus
+  ``max_tokens`` or ``expected_output_tokens`` output tokens, at list price) until their usage is known, so
+  256 concurrent calls cannot all be admitted under a nearly reached cap: the overshoot is about one call.
 
 A refusal raises ``JudgeUnavailableError`` (non-retryable; ``reason`` is also its ``code``) from
 ``acquire``: the judge client returns it as the step's error without calling the provider, the step's
@@ -56,7 +58,7 @@ from sidecar.scoring.judge.errors import (
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.pricing import estimate_cost_usd, price_entry
 from sidecar.scoring.judge.protocol import ChatRequest
-from sidecar.scoring.types import JudgeCall
+from sidecar.scoring.types import JudgeCall, JudgeUsage
 
 __all__ = [
     "GateConfig",
@@ -129,6 +131,7 @@ class _TokenBucket:
 @dataclass(slots=True)
 class _Permit:
     tokens: float = 0.0  # TPM reservation still held
+    cost_usd: float = 0.0  # estimated cost counted against the spend cap while the call is in flight
     probe: bool = False  # the half-open (or pause re-check) probe
     done: bool = False
 
@@ -165,6 +168,7 @@ class JudgeGate(CallGate):
         self._failures = 0
         self._spend: deque[tuple[float, float]] = deque()
         self._spent = 0.0
+        self._reserved_usd = 0.0  # estimated cost of the calls in flight (spend cap only)
         self.in_flight = 0
         self.shed: Counter[ShedReason] = Counter()
         if cfg.spend_cap_usd is not None and price_entry(self.name) is None:
@@ -224,6 +228,9 @@ class JudgeGate(CallGate):
             reason, permit.probe = self._check(claim=True)
             if reason is not None:
                 self._refuse(reason)
+            if self.config.spend_cap_usd is not None:
+                permit.cost_usd = self._estimate_cost(request)
+                self._reserved_usd += permit.cost_usd
         except BaseException:
             self._slots.release()
             if self._rpm is not None:
@@ -240,6 +247,7 @@ class JudgeGate(CallGate):
         permit.done = True
         self.in_flight -= 1
         self._slots.release()
+        self._unreserve(permit)
         self._reconcile_tokens(call, permit)
         self._record_spend(call)
         self._record_outcome(call, permit)
@@ -250,6 +258,7 @@ class JudgeGate(CallGate):
         permit.done = True
         self.in_flight -= 1
         self._slots.release()
+        self._unreserve(permit)
         if permit.probe and self._state == "half_open":
             # The probe never finished: back to where it started, so the next call probes at once.
             self._state = self._before_probe
@@ -269,7 +278,7 @@ class JudgeGate(CallGate):
             probe_due = True
         elif state == "half_open":  # the probe is in flight: everyone else waits for its verdict
             return ("paused" if self._before_probe == "paused" else "circuit_open"), False
-        if cfg.spend_cap_usd is not None and self.spent_usd >= cfg.spend_cap_usd:
+        if cfg.spend_cap_usd is not None and self.spent_usd + self._reserved_usd >= cfg.spend_cap_usd:
             return "spend_cap", False
         if probe_due and claim:
             self._before_probe = state
@@ -288,6 +297,16 @@ class JudgeGate(CallGate):
         chars = sum(len(m.get("content") or "") for m in request.messages) if request is not None else 0
         output = self._max_output_tokens if self._max_output_tokens is not None else self.config.expected_output_tokens
         return float(math.ceil(chars / 4) + output)
+
+    def _estimate_cost(self, request: ChatRequest | None) -> float:
+        chars = sum(len(m.get("content") or "") for m in request.messages) if request is not None else 0
+        output = self._max_output_tokens if self._max_output_tokens is not None else self.config.expected_output_tokens
+        usage = JudgeUsage(input_tokens=math.ceil(chars / 4), output_tokens=output)
+        return estimate_cost_usd(self.name, usage) or 0.0
+
+    def _unreserve(self, permit: _Permit) -> None:
+        self._reserved_usd = max(0.0, self._reserved_usd - permit.cost_usd) if self.in_flight else 0.0
+        permit.cost_usd = 0.0
 
     def _reconcile_tokens(self, call: JudgeCall, permit: _Permit) -> None:
         if self._tpm is None or not permit.tokens:
