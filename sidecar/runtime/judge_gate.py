@@ -207,11 +207,14 @@ class JudgeGate(CallGate):
         if reason is not None:
             self._refuse(reason)
         started = self._clock()
-        try:
-            async with asyncio.timeout(bound):
-                await self._slots.acquire()
-        except TimeoutError:
-            self._refuse("backpressure", f"no free call slot within {bound:g}s")
+        if not self._slots.locked():
+            await self._slots.acquire()  # a free slot: taken at once, no timer needed
+        else:
+            try:
+                async with asyncio.timeout(bound):
+                    await self._slots.acquire()
+            except TimeoutError:
+                self._refuse("backpressure", f"no free call slot within {bound:g}s")
         permit = _Permit()
         try:
             wait = 0.0
