@@ -47,6 +47,7 @@ from aiokafka.errors import (
 )
 
 from exporters.base import ScoredRun
+from exporters.partitioner import KeyPartitioner
 from sidecar.timestamps import iso_millis
 
 __all__ = [
@@ -206,6 +207,7 @@ class KafkaScoreSink:
             "max_batch_size": max_batch_size,
             "compression_type": compression_type,
             "enable_idempotence": enable_idempotence,
+            "partitioner": KeyPartitioner(),
             **(producer_options or {}),
         }
         self._producer: AIOKafkaProducer | None = None

@@ -1,4 +1,4 @@
-"""Score ids and record timestamps: the fast forms equal their standard-library definitions."""
+"""Score ids, record timestamps and key partitioning: the fast forms equal their reference definitions."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporters.base import SCORE_ID_NAMESPACE, score_id_for
+from exporters.partitioner import KeyPartitioner, murmur2
 from sidecar.timestamps import iso_millis
 
 hex_ids = st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=32)
@@ -27,3 +28,13 @@ def test_iso_millis_is_javascripts_to_iso_string(unix_nano: int) -> None:
     seconds, nanos = divmod(unix_nano, 1_000_000_000)
     moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
     assert iso_millis(unix_nano) == moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@given(st.binary(max_size=80))
+def test_murmur2_is_kafkas(data: bytes) -> None:
+    from aiokafka.partitioner import DefaultPartitioner
+    from aiokafka.partitioner import murmur2 as reference
+
+    assert murmur2(data) == reference(data) & 0xFFFFFFFF
+    partitions = list(range(7))
+    assert KeyPartitioner()(data, partitions, partitions) == DefaultPartitioner()(data, partitions, partitions)
