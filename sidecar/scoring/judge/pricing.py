@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from sidecar.scoring.types import JudgeUsage
@@ -42,10 +42,9 @@ def price_entry(model: str) -> dict[str, Any] | None:
     return entry
 
 
-def estimate_cost_usd(model: str, usage: JudgeUsage | None) -> float | None:
-    """Tokens × list price. ``None`` when the model has no price or there is no usage."""
-    if usage is None or usage.is_empty:
-        return None
+@lru_cache(maxsize=256)
+def _prices(model: str) -> tuple[float, float, float, float] | None:
+    """(input, output, cached input, cache creation) USD per token; every judge call is priced."""
     entry = price_entry(model)
     if entry is None:
         return None
@@ -53,6 +52,17 @@ def estimate_cost_usd(model: str, usage: JudgeUsage | None) -> float | None:
     output_price = float(entry.get("output_cost_per_token") or 0.0)
     cached_price = float(entry.get("cache_read_input_token_cost") or input_price)
     creation_price = float(entry.get("cache_creation_input_token_cost") or input_price)
+    return input_price, output_price, cached_price, creation_price
+
+
+def estimate_cost_usd(model: str, usage: JudgeUsage | None) -> float | None:
+    """Tokens × list price. ``None`` when the model has no price or there is no usage."""
+    if usage is None or usage.is_empty:
+        return None
+    prices = _prices(model)
+    if prices is None:
+        return None
+    input_price, output_price, cached_price, creation_price = prices
     cached = usage.cached_input_tokens or 0
     created = usage.cache_creation_input_tokens or 0
     uncached = max((usage.input_tokens or 0) - cached - created, 0)
