@@ -202,6 +202,8 @@ class ScoringService:
                 if tp not in self._assigned:
                     continue  # revoked while the fetch was in flight: the new owner reads these
                 for i, record in enumerate(records, 1):
+                    if tp not in self._assigned:
+                        break  # revoked while this batch was being ingested: the rest is the new owner's
                     await self._ingest_record(tp, record, publisher)
                     if i % _INGEST_SLICE == 0:
                         # Ingest is CPU work: let judge replies and finished runs through between slices.
