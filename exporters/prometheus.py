@@ -285,6 +285,26 @@ class SidecarMetrics:
             registry=r,
         )
 
+        # -- exporters ------------------------------------------------------------------------------
+        self.exporter_up = Gauge(
+            f"{p}_exporter_up",
+            "1 while the exporter confirms its exports at checkpoints; 0 after 3 unconfirmed flushes in a row.",
+            ["exporter"],
+            registry=r,
+        )
+        self.exporter_flush_failures = Counter(
+            f"{p}_exporter_flush_failures",
+            "Checkpoint flushes the exporter did not confirm (an export failed or timed out): nothing committed.",
+            ["exporter"],
+            registry=r,
+        )
+        self.exporter_pending = Gauge(
+            f"{p}_exporter_pending_items",
+            "Items handed to the exporter and not yet confirmed (queued, in flight or kept for a resend).",
+            ["exporter"],
+            registry=r,
+        )
+
         # -- ingest ---------------------------------------------------------------------------------
         self.consumer_lag = Gauge(
             f"{p}_consumer_lag_records",
@@ -455,6 +475,20 @@ class SidecarMetrics:
 
     def count_dead_letters(self, reason: DeadLetterReason | str, n: int = 1) -> None:
         self._dead_letters.add(str(reason), n)
+
+    def register_exporter(self, name: str, pending: Callable[[], int] | None = None) -> None:
+        """An exporter's series: up (1 until flushes fail), flush failures at 0, and its pending items read
+        at scrape time from ``pending`` when it can tell."""
+        self.exporter_up.labels(exporter=name).set(1)
+        self.exporter_flush_failures.labels(exporter=name)
+        if pending is not None:
+            self.exporter_pending.labels(exporter=name).set_function(lambda: float(pending()))
+
+    def observe_flush(self, name: str, *, confirmed: bool, up: bool) -> None:
+        """One checkpoint flush of an exporter: ``up`` is the runtime's verdict (see ``/readyz``)."""
+        if not confirmed:
+            self._child(self.exporter_flush_failures, name).inc()
+        self._child(self.exporter_up, name).set(1 if up else 0)
 
     def track_dead_letters(self, counter: DeadLetterCounter) -> None:
         """Export a ``DeadLetterCounter``'s counts, read at scrape time (instead of ``count_dead_letters``)."""

@@ -349,6 +349,11 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
         await poll_readyz(sidecar, 503, containing="exporter not confirming exports: otlp")
         await read_topic(kafka_bootstrap, scores, expect=10)  # the other exporters work on
         assert await committed_total(kafka_bootstrap, group, spans, 3) == 0  # nothing past an unexported span
+        failing = await sidecar.metrics_text()
+        assert sample(failing, "scoring_sidecar_exporter_up", {"exporter": "otlp"}) == 0
+        assert sample(failing, "scoring_sidecar_exporter_up", {"exporter": "kafka_scores"}) == 1
+        assert sample(failing, "scoring_sidecar_exporter_flush_failures_total", {"exporter": "otlp"}) >= 3
+        assert sample(failing, "scoring_sidecar_exporter_pending_items", {"exporter": "otlp"}) == 10  # held
 
         otlp_receiver.recover()
         await poll_readyz(sidecar, 200)
@@ -357,6 +362,9 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
                 break
             await asyncio.sleep(0.1)
         assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces)
+        recovered = await sidecar.metrics_text()
+        assert sample(recovered, "scoring_sidecar_exporter_up", {"exporter": "otlp"}) == 1
+        assert sample(recovered, "scoring_sidecar_exporter_pending_items", {"exporter": "otlp"}) == 0
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,13 @@ class _Pending:
     size: int
 
 
+def _pending_of(sink: Sink) -> Callable[[], int] | None:
+    """The sink's count of unconfirmed items, when it keeps one (``outstanding``)."""
+    if not hasattr(sink, "outstanding"):
+        return None
+    return lambda: int(getattr(sink, "outstanding", 0))
+
+
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, service: ScoringService) -> None:
         self._service = service
@@ -128,6 +135,8 @@ class ScoringService:
         metrics.track_dead_letters(self.dead_letters)
         for configured in scorers:
             metrics.set_scorer_scale(configured.scorer.id, configured.scale)
+        for sink in self._sinks:
+            metrics.register_exporter(sink.name, _pending_of(sink))
         self.ready = False  # the consumer joined its group and polled
         self._failed_flushes: dict[str, int] = {}  # sink name -> flushes failed in a row
         self.stopped = asyncio.Event()
@@ -368,8 +377,10 @@ class ScoringService:
             for sink in self._sinks:
                 if await sink.flush(timeout_s):
                     self._failed_flushes.pop(sink.name, None)
+                    self.metrics.observe_flush(sink.name, confirmed=True, up=True)
                 else:
-                    self._failed_flushes[sink.name] = self._failed_flushes.get(sink.name, 0) + 1
+                    failed = self._failed_flushes[sink.name] = self._failed_flushes.get(sink.name, 0) + 1
+                    self.metrics.observe_flush(sink.name, confirmed=False, up=failed < UNHEALTHY_FLUSHES)
                     log.warning("sink %s did not confirm its exports; not committing", sink.name)
                     confirmed = False
             if not confirmed:
