@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -303,21 +304,50 @@ async def test_score_record_is_the_reusable_format() -> None:
     assert value == score_record(run)[1]  # type: ignore[index]  # deterministic bytes
 
 
+class BrokerOutage:
+    """A private broker and a sink on it; the broker can go down and come back (same port, empty storage)."""
+
+    def __init__(self, topic: str, **sink_options: Any) -> None:
+        self.topic = topic
+        self._sink_options = sink_options
+        self._brokers: list[EmbeddedBroker] = []
+        self.sink: KafkaScoreSink | None = None
+
+    async def __aenter__(self) -> KafkaScoreSink:
+        broker = await self._start(EmbeddedBroker())
+        options = {"request_timeout_ms": 500, "retry_backoff_ms": 50}
+        self.sink = KafkaScoreSink(broker.bootstrap_servers, self.topic, options, **self._sink_options)
+        await self.sink.start()
+        return self.sink
+
+    async def _start(self, broker: EmbeddedBroker) -> EmbeddedBroker:
+        self._brokers.append(await broker.start_async())
+        await create_topics(broker.bootstrap_servers, {self.topic: 1})
+        return broker
+
+    async def go_down(self) -> None:
+        await self._brokers[-1].stop_async(timeout_s=0.2)  # Tansu lingers on SIGTERM while clients are connected
+
+    async def come_back(self) -> str:
+        """The broker on its old port, empty (memory storage); returns its bootstrap servers."""
+        return (await self._start(EmbeddedBroker(port=self._brokers[0].port))).bootstrap_servers
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.sink is not None:
+            await self.sink.close(timeout_s=1.0)
+        for broker in self._brokers:
+            await broker.stop_async(timeout_s=0.2)
+
+
 async def test_flush_is_false_while_the_broker_is_down_then_resends(
     judge_server: JudgeServer, make_judge_model: JudgeModelFactory
 ) -> None:
     run = await scored_run(judge_server, make_judge_model)
-    broker = await EmbeddedBroker().start_async()
-    restarted: EmbeddedBroker | None = None
-    sink: KafkaScoreSink | None = None
-    try:
-        port, topic = broker.port, "scores-outage"
-        await create_topics(broker.bootstrap_servers, {topic: 1})
-        sink = KafkaScoreSink(broker.bootstrap_servers, topic, {"request_timeout_ms": 500, "retry_backoff_ms": 50})
-        await sink.start()
+    outage = BrokerOutage("scores-outage")
+    async with outage as sink:
         await sink.submit(run)
         assert await sink.flush(5.0)  # metadata known, one record acknowledged
-        await broker.stop_async(timeout_s=0.2)  # Tansu lingers on SIGTERM while clients are connected
+        await outage.go_down()
 
         started = time.monotonic()
         await sink.submit(run)  # never raises, never waits for the broker
@@ -328,21 +358,14 @@ async def test_flush_is_false_while_the_broker_is_down_then_resends(
         assert sink.outstanding == 1 and sink.failed_attempts >= 1 and sink.dropped == 0
 
         # The broker comes back (empty: memory storage); the next flush sends the kept record.
-        restarted = await EmbeddedBroker(port=port).start_async()
-        await create_topics(restarted.bootstrap_servers, {topic: 1})
+        bootstrap = await outage.come_back()
         ok = False
         for _ in range(10):
             if ok := await sink.flush(1.0):
                 break
         assert ok and sink.outstanding == 0
-        [record] = await read_all(restarted.bootstrap_servers, topic, 1)
+        [record] = await read_all(bootstrap, outage.topic, 1)
         assert json.loads(record.value)["scoreId"] == run.score_id
-    finally:
-        if sink is not None:
-            await sink.close(timeout_s=1.0)
-        await broker.stop_async(timeout_s=0.2)
-        if restarted is not None:
-            await restarted.stop_async(timeout_s=0.2)
 
 
 async def test_record_too_large_is_dropped_and_reported_once(
@@ -375,14 +398,11 @@ async def test_close_with_the_broker_down_is_bounded(
     judge_server: JudgeServer, make_judge_model: JudgeModelFactory
 ) -> None:
     run = await scored_run(judge_server, make_judge_model)
-    broker = await EmbeddedBroker().start_async()
-    try:
-        await create_topics(broker.bootstrap_servers, {"scores-close": 1})
-        sink = KafkaScoreSink(broker.bootstrap_servers, "scores-close", {"request_timeout_ms": 500})
-        await sink.start()
+    outage = BrokerOutage("scores-close")
+    async with outage as sink:
         await sink.submit(run)
         assert await sink.flush(5.0)
-        await broker.stop_async(timeout_s=0.2)
+        await outage.go_down()
         await sink.submit(run)
         await sink.submit(run)
         started = time.monotonic()
@@ -390,8 +410,6 @@ async def test_close_with_the_broker_down_is_bounded(
         assert time.monotonic() - started < 1.0
         assert sink.outstanding == 0
         assert await sink.flush(0.1)  # closed: nothing left to wait for
-    finally:
-        await broker.stop_async(timeout_s=0.2)
 
 
 async def test_records_submitted_during_a_flush_do_not_fail_it(
@@ -422,18 +440,11 @@ async def test_submit_waits_while_max_pending_records_are_unacknowledged(
     # While the broker is down the sink holds at most max_pending records: the run that would exceed it
     # waits in submit (and stays in flight, so the runtime pauses its consumer) instead of memory growing.
     runs = [await scored_run(judge_server, make_judge_model, span_id=f"{i:016x}") for i in range(1, 4)]
-    broker = await EmbeddedBroker().start_async()
-    restarted: EmbeddedBroker | None = None
-    sink: KafkaScoreSink | None = None
-    try:
-        port, topic = broker.port, "scores-bounded"
-        await create_topics(broker.bootstrap_servers, {topic: 1})
-        options = {"request_timeout_ms": 500, "retry_backoff_ms": 50}
-        sink = KafkaScoreSink(broker.bootstrap_servers, topic, options, max_pending=2)
-        await sink.start()
+    outage = BrokerOutage("scores-bounded", max_pending=2)
+    async with outage as sink:
         await sink.submit(runs[0])
         assert await sink.flush(5.0)
-        await broker.stop_async(timeout_s=0.2)
+        await outage.go_down()
 
         await sink.submit(runs[0])
         await sink.submit(runs[1])
@@ -441,19 +452,12 @@ async def test_submit_waits_while_max_pending_records_are_unacknowledged(
         await asyncio.sleep(0.5)
         assert not third.done() and sink.outstanding == 2
 
-        restarted = await EmbeddedBroker(port=port).start_async()
-        await create_topics(restarted.bootstrap_servers, {topic: 1})
+        bootstrap = await outage.come_back()
         for _ in range(10):
             await sink.flush(1.0)
             if third.done() and sink.outstanding == 0:
                 break
         await asyncio.wait_for(third, 5.0)
         assert await sink.flush(5.0) and sink.outstanding == 0
-        ids = {json.loads(r.value)["scoreId"] for r in await read_all(restarted.bootstrap_servers, topic, 3)}
+        ids = {json.loads(r.value)["scoreId"] for r in await read_all(bootstrap, outage.topic, 3)}
         assert ids == {run.score_id for run in runs}
-    finally:
-        if sink is not None:
-            await sink.close(timeout_s=1.0)
-        await broker.stop_async(timeout_s=0.2)
-        if restarted is not None:
-            await restarted.stop_async(timeout_s=0.2)
