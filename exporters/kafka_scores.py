@@ -56,6 +56,7 @@ __all__ = [
     "KafkaScoreSink",
     "ScoreRecord",
     "score_record",
+    "score_record_head",
     "score_record_json",
 ]
 
@@ -86,6 +87,22 @@ def _sidecar_version() -> str:
     return __version__
 
 
+def score_record_head(run: ScoredRun, score: float | None, reason: str | None) -> dict[str, Any]:
+    """The fields that identify a score, in record order (``eval --output`` writes them for failures too)."""
+    target = run.request.target
+    return {
+        "scoreId": run.score_id,
+        "timestamp": iso_millis(run.finished_unix_nano),
+        "traceId": target.trace_id,
+        "spanId": target.span_id,
+        "scorerId": run.scorer_id,
+        "scorerName": run.scorer_name,
+        "scoreSource": SCORE_SOURCE,
+        "score": score,
+        "reason": reason,  # always present: null when the scorer has no generate_reason step
+    }
+
+
 def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     """The record as a JSON-ready dict, or ``None`` when the run produces no record (not scored)."""
     result = run.result
@@ -110,15 +127,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
         "sidecarVersion": _sidecar_version(),
     }
     return {
-        "scoreId": run.score_id,
-        "timestamp": iso_millis(run.finished_unix_nano),
-        "traceId": target.trace_id,
-        "spanId": target.span_id,
-        "scorerId": run.scorer_id,
-        "scorerName": run.scorer_name,
-        "scoreSource": SCORE_SOURCE,
-        "score": score,
-        "reason": reason,  # always present: null when the scorer has no generate_reason step
+        **score_record_head(run, score, reason),
         # The score span lives in the scored trace (SPEC §4, OTel output).
         "scoreTraceId": target.trace_id,
         "runId": run_id,

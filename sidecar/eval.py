@@ -45,14 +45,13 @@ import yaml
 from pydantic import SecretStr
 
 from exporters.base import ScoredRun
-from exporters.kafka_scores import score_record_json
+from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.runs import ScorerRunRequest, SpanTarget
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.settings import Settings, SettingsError, SettingsProblem, load_settings
 from sidecar.scoring import Scorer
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.scoring.types import JudgeExecutionSuccess, ScorerRunResult
-from sidecar.timestamps import iso_millis
 
 __all__ = [
     "EvalError",
@@ -369,19 +368,8 @@ def _usage(result: ScorerRunResult | None) -> tuple[int, int, float]:
 def _record(run: ScoredRun, item: EvalItem) -> dict[str, Any]:
     record = score_record_json(run)
     if record is None:  # failed or not scorable: the record's identifying fields, the error, what completed
-        target = run.request.target
         result = run.result
-        record = {
-            "scoreId": run.score_id,
-            "timestamp": iso_millis(run.finished_unix_nano),
-            "traceId": target.trace_id,
-            "spanId": target.span_id,
-            "scorerId": run.scorer_id,
-            "scorerName": run.scorer_name,
-            "scoreSource": SCORE_SOURCE,
-            "score": None,
-            "reason": None,
-        }
+        record = score_record_head(run, None, None)
         if result is not None:
             dumped = result.model_dump(
                 mode="json",

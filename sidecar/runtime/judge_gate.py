@@ -245,28 +245,32 @@ class JudgeGate(CallGate):
         return permit
 
     def release(self, call: JudgeCall, permit: object = None) -> None:
-        if not isinstance(permit, _Permit) or permit.done:
+        permit = self._give_back(permit)
+        if permit is None:
             return
-        permit.done = True
-        self.in_flight -= 1
-        self._slots.release()
-        self._unreserve(permit)
         self._reconcile_tokens(call, permit)
         self._record_spend(call)
         self._record_outcome(call, permit)
 
     def abandon(self, permit: object = None) -> None:
-        if not isinstance(permit, _Permit) or permit.done:
+        permit = self._give_back(permit)
+        if permit is None:
             return
-        permit.done = True
-        self.in_flight -= 1
-        self._slots.release()
-        self._unreserve(permit)
         if permit.probe and self._state == "half_open":
             # The probe never finished: back to where it started, so the next call probes at once.
             self._state = self._before_probe
             self._state_since = self._before_probe_since
             self._notify(self._on_state_change, self.name, self._state)
+
+    def _give_back(self, permit: object) -> _Permit | None:
+        """Return a permit's slot and spend reservation, once; ``None`` when there is nothing to return."""
+        if not isinstance(permit, _Permit) or permit.done:
+            return None
+        permit.done = True
+        self.in_flight -= 1
+        self._slots.release()
+        self._unreserve(permit)
+        return permit
 
     # -- internals ------------------------------------------------------------------------------------
     def _check(self, *, claim: bool) -> tuple[ShedReason | None, bool]:
