@@ -18,11 +18,11 @@ from exporters.kafka_scores import KafkaScoreSink, score_record, score_record_js
 from sidecar import __version__
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.runs import ScorerRunRequest, SpanTarget
-from sidecar.scoring import Scorer, ScorerRunError, create_scorer, not_scorable
+from sidecar.scoring import Scorer, create_scorer, not_scorable
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
-from sidecar.scoring.types import ScorerRunResult
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY, JudgeModelFactory
+from tests.support.runs import scored_run_of
 
 NewTopic = Callable[..., Awaitable[str]]
 
@@ -91,26 +91,7 @@ def make_request(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> ScorerRunR
 
 async def run_scorer(scorer: Scorer, request: ScorerRunRequest) -> ScoredRun:
     """Run the scorer as the runtime does and wrap the outcome."""
-    started = time.time_ns()
-    result: ScorerRunResult | None
-    error: ScorerRunError | None = None
-    try:
-        result = await scorer.run(input=request.input, output=request.output)
-    except ScorerRunError as exc:
-        result, error = exc.result, exc
-    outcome = "failed" if error else ("not_scorable" if result and result.not_scorable else "scored")
-    return ScoredRun(
-        request=request,
-        scorer_id=scorer.id,
-        scorer_name=scorer.name,
-        scorer_fingerprint=scorer.fingerprint,
-        outcome=outcome,  # type: ignore[arg-type]
-        result=result,
-        error=error,
-        started_unix_nano=started,
-        finished_unix_nano=FINISHED_NS,
-        agent_label="support",
-    )
+    return await scored_run_of(scorer, request, agent_label="support", finished_unix_nano=FINISHED_NS)
 
 
 async def scored_run(judge_server: JudgeServer, make_judge_model: JudgeModelFactory, **ids: str) -> ScoredRun:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -16,12 +15,13 @@ from exporters.base import ScoredRun, Sink
 from exporters.otlp import OtlpTraceSink
 from sidecar.conventions import Selection, spans_to_runs
 from sidecar.runs import ScorerRunRequest, SpanTarget
-from sidecar.scoring import JudgeModel, Scorer, ScorerRunError, create_scorer, not_scorable
+from sidecar.scoring import JudgeModel, Scorer, create_scorer, not_scorable
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
-from sidecar.scoring.types import JudgeExecutionFailure, JudgeExecutionSuccess, ScorerRunResult
+from sidecar.scoring.types import JudgeExecutionFailure, JudgeExecutionSuccess
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedLog, ReceivedSpan, attributes
+from tests.support.runs import scored_run_of
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"
@@ -95,27 +95,7 @@ def make_request(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> ScorerRunR
 
 async def run_scorer(scorer: Scorer, request: ScorerRunRequest | None = None) -> ScoredRun:
     """Run the scorer as the runtime does and wrap the outcome."""
-    request = request or make_request()
-    started = time.time_ns()
-    result: ScorerRunResult | None
-    error: ScorerRunError | None = None
-    try:
-        result = await scorer.run(input=request.input, output=request.output)
-    except ScorerRunError as exc:
-        result, error = exc.result, exc
-    outcome = "failed" if error else ("not_scorable" if result and result.not_scorable else "scored")
-    return ScoredRun(
-        request=request,
-        scorer_id=scorer.id,
-        scorer_name=scorer.name,
-        scorer_fingerprint=scorer.fingerprint,
-        outcome=outcome,  # type: ignore[arg-type]
-        result=result,
-        error=error,
-        started_unix_nano=started,
-        finished_unix_nano=time.time_ns(),
-        agent_label="support",
-    )
+    return await scored_run_of(scorer, request or make_request(), agent_label="support")
 
 
 @pytest.fixture(params=PROTOCOLS)

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from prometheus_client.samples import Sample
 from pydantic import BaseModel, SecretStr
 
-from exporters.base import RunOutcome, ScoredRun, Sink
+from exporters.base import ScoredRun, Sink
 from exporters.http_server import MetricsServer
 from exporters.prometheus import (
     JUDGE_CALL_DURATION_BUCKETS,
@@ -38,13 +38,12 @@ from sidecar.scoring import (
     JudgeExecutionSuccess,
     JudgeModel,
     Scorer,
-    ScorerRunError,
-    ScorerRunResult,
     create_scorer,
     not_scorable,
 )
 from sidecar.scoring.types import JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.runs import scored_run_of
 
 MODEL = "openai/gpt-4o-mini"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -117,31 +116,8 @@ async def scored_run(scorer: Scorer, *, agent: str = "travel-agent", span_age_s:
         end_time_unix_nano=time.time_ns() - int(span_age_s * 1e9),
     )
     request = ScorerRunRequest(target=target, input=AgentRunInput(), output=())
-    started = time.time_ns()
-    result: ScorerRunResult | None
-    error: ScorerRunError | None = None
-    try:
-        result = await scorer.run(input="Where can I fly?", output="Lisbon, Porto or Faro.")
-    except ScorerRunError as exc:
-        result, error = exc.result, exc
-    outcome: RunOutcome
-    if error is not None:
-        outcome = "failed"
-    elif result is not None and result.not_scorable is not None:
-        outcome = "not_scorable"
-    else:
-        outcome = "scored"
-    return ScoredRun(
-        request=request,
-        scorer_id=scorer.id,
-        scorer_name=scorer.name,
-        scorer_fingerprint=scorer.fingerprint,
-        outcome=outcome,
-        result=result,
-        error=error,
-        started_unix_nano=started,
-        finished_unix_nano=time.time_ns(),
-        agent_label=agent,
+    return await scored_run_of(
+        scorer, request, agent_label=agent, run_input="Where can I fly?", run_output="Lisbon, Porto or Faro."
     )
 
 

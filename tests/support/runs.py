@@ -1,0 +1,57 @@
+"""Finished scorer runs for exporter tests: a real scorer run, wrapped as the runtime wraps it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from exporters.base import RunOutcome, ScoredRun
+from sidecar.runs import ScorerRunRequest
+from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.scoring.types import ScorerRunResult
+
+__all__ = ["scored_run_of"]
+
+_UNSET: Any = object()
+
+
+async def scored_run_of(
+    scorer: Scorer,
+    request: ScorerRunRequest,
+    *,
+    agent_label: str,
+    run_input: Any = _UNSET,
+    run_output: Any = _UNSET,
+    finished_unix_nano: int | None = None,
+) -> ScoredRun:
+    """Run ``scorer`` (a fresh random run id each time) on the request's input and output, or on the given
+    ones, and wrap whatever happened: scored, not scorable, or failed with the error's snapshot."""
+    started = time.time_ns()
+    result: ScorerRunResult | None
+    error: ScorerRunError | None = None
+    try:
+        result = await scorer.run(
+            input=request.input if run_input is _UNSET else run_input,
+            output=request.output if run_output is _UNSET else run_output,
+        )
+    except ScorerRunError as exc:
+        result, error = exc.result, exc
+    outcome: RunOutcome
+    if error is not None:
+        outcome = "failed"
+    elif result is not None and result.not_scorable is not None:
+        outcome = "not_scorable"
+    else:
+        outcome = "scored"
+    return ScoredRun(
+        request=request,
+        scorer_id=scorer.id,
+        scorer_name=scorer.name,
+        scorer_fingerprint=scorer.fingerprint,
+        outcome=outcome,
+        result=result,
+        error=error,
+        started_unix_nano=started,
+        finished_unix_nano=finished_unix_nano if finished_unix_nano is not None else time.time_ns(),
+        agent_label=agent_label,
+    )
