@@ -124,8 +124,26 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     ) == pytest.approx(coding)
 
 
+def slow_length_scorer():  # type: ignore[no-untyped-def]
+    async def score(ctx: Any) -> float:
+        await asyncio.sleep(0.3)  # longer than the pause grace: intake must pause
+        return 0.5
+
+    return create_scorer(id="slow-length", description="waits like a judge").generate_score(score)
+
+
+@pytest.mark.parametrize(
+    ("make_scorer", "pauses"),
+    [(slow_length_scorer, True), (length_scorer, False)],
+    ids=["runs-wait-so-intake-pauses", "cpu-only-runs-free-capacity-within-the-grace"],
+)
 async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
-    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str]
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+    make_scorer: Callable[[], Any],
+    pauses: bool,
 ) -> None:
     spans_topic = await new_topic("spans", partitions=2)
     scores_topic = await new_topic("scores", partitions=1)
@@ -137,17 +155,22 @@ async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
         group_id=unique_name("group"),
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=await new_topic("dead")),
         topics=[spans_topic],
-        scorers=[ConfiguredScorer(length_scorer())],
+        scorers=[ConfiguredScorer(make_scorer())],
         sinks=[PrometheusSink(metrics), KafkaScoreSink(kafka_bootstrap, topic=scores_topic)],
         metrics=metrics,
-        # Far fewer runs in flight than the backlog holds: the consumer must pause and resume many times.
+        # Far fewer runs in flight than the backlog holds. Runs that wait (on a judge) pause the consumer
+        # many times; runs that only need CPU finish within the pause grace, and pausing (which drops the
+        # consumer's prefetched records) would only slow the drain.
         limits=RuntimeLimits(commit_interval_s=0.2, max_in_flight_runs=3, max_poll_records=5),
         consumer_options=FAST_CONSUMER,
     )
     stop = asyncio.Event()
+    caplog.set_level("INFO", logger="sidecar.runtime.service")
     running = asyncio.create_task(service.run(stop))
     records = await read_topic(kafka_bootstrap, scores_topic, expect=len(traces), timeout_s=30)
     stop.set()
     await asyncio.wait_for(running, 30)
     assert len({json.loads(r.value)["scoreId"] for r in records}) == len(traces)
     assert metrics.registry.get_sample_value("scoring_sidecar_runs_in_flight") == 0
+    paused = [r for r in caplog.records if r.getMessage().startswith("backpressure: paused")]
+    assert (len(paused) > 1) if pauses else not paused
