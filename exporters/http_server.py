@@ -6,14 +6,16 @@
   ``liveness`` callback can also report a dead main loop (503).
 - ``/readyz``: 200 only when the ``readiness`` callback says so, else 503 with a JSON reason.
 
-Port 0 binds a free port; ``port`` holds the bound one after ``start``.
+Port 0 binds a free port; ``port`` holds the bound one after ``start``. With ``unix_path`` the server
+listens on that Unix socket instead (a worker process serving only its supervisor). A ``refresh``
+coroutine, when given, runs before each ``/metrics`` encoding (the supervisor fetches its workers' metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -53,12 +55,16 @@ class MetricsServer:
         port: int = 9464,
         readiness: Readiness | None = None,
         liveness: Liveness | None = None,
+        unix_path: str | None = None,
+        refresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
         self.readiness = readiness
         self.liveness = liveness
+        self.unix_path = unix_path
+        self.refresh = refresh
         self._runner: web.AppRunner | None = None
 
     @property
@@ -84,13 +90,20 @@ class MetricsServer:
             return self
         runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        site: web.BaseSite = (
+            web.UnixSite(runner, self.unix_path)
+            if self.unix_path is not None
+            else web.TCPSite(runner, self.host, self.port)
+        )
         try:
             await site.start()
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
+        if self.unix_path is not None:
+            log.info("metrics server listening on unix:%s", self.unix_path)
+            return self
         sockets: list[Any] = list(getattr(site._server, "sockets", None) or [])
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
@@ -111,6 +124,8 @@ class MetricsServer:
     # -- handlers ---------------------------------------------------------------------------------------
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        if self.refresh is not None:
+            await self.refresh()
         # Collection takes locks and formats every series: off the event loop, which scores spans.
         body = await asyncio.get_running_loop().run_in_executor(None, encoder, self.registry)
         response = web.Response(body=body, headers={"Content-Type": content_type})

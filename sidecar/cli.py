@@ -77,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     bar.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="no progress output")
     run = commands.add_parser("run", help="consume traces from Kafka and score them until SIGTERM")
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
+    run.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes (overrides runtime.workers; one core each, all in the consumer group)",
+    )
+    # Set by the supervisor for its worker processes, not by users.
+    run.add_argument("--worker", help=argparse.SUPPRESS)
+    run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
     validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
     validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     return parser
@@ -105,8 +114,20 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker_position(value: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    position = int(index), int(count)
+    if not 0 <= position[0] < position[1]:
+        raise ValueError(value)
+    return position
+
+
 def _run(args: argparse.Namespace) -> int:
-    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration."""
+    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration.
+
+    With more than one worker this process supervises worker processes (``sidecar.runtime.supervisor``);
+    each worker is this same command with ``--worker INDEX/COUNT``.
+    """
     import logging
     from pathlib import Path
 
@@ -119,12 +140,32 @@ def _run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"  - {problem}", file=sys.stderr)
         return 2
+    if args.workers is not None:
+        if not 1 <= args.workers <= 64:
+            print("run: --workers must be between 1 and 64", file=sys.stderr)
+            return 2
+        settings = settings.model_copy(
+            update={"runtime": settings.runtime.model_copy(update={"workers": args.workers})}
+        )
+    who = ""
+    if args.worker is not None:
+        from sidecar.runtime.worker_share import settings_for_worker
+
+        index, count = _worker_position(args.worker)
+        settings = settings_for_worker(settings, index, count)
+        who = f"worker={index} "
     logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+        level=settings.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s {who}%(name)s %(message)s",
+        stream=sys.stderr,
     )
+    if args.worker is None and settings.runtime.workers > 1:
+        from sidecar.runtime.supervisor import supervise
+
+        return supervise(settings, Path(args.config))
     from sidecar.runtime.app import serve
 
-    return serve(settings)
+    return serve(settings, metrics_socket=args.metrics_socket, stop_with_parent=args.worker is not None)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
+import sys
 from collections.abc import Sequence
 
 from exporters.base import Sink
@@ -46,8 +48,18 @@ def _gate_config(settings: Settings, name: str) -> GateConfig:
     )
 
 
-async def run_service(settings: Settings, stop: asyncio.Event, *, metrics: SidecarMetrics | None = None) -> None:
-    """Run until ``stop`` is set; returns after draining, flushing and committing."""
+async def run_service(
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    metrics: SidecarMetrics | None = None,
+    metrics_socket: str | None = None,
+) -> None:
+    """Run until ``stop`` is set; returns after draining, flushing and committing.
+
+    ``metrics_socket``: serve ``/metrics``, ``/healthz`` and ``/readyz`` on this Unix socket instead of the
+    configured host and port (a worker process, read by its supervisor).
+    """
     metrics = metrics or SidecarMetrics()
     judge_models = settings.judge_models()
     label_of = {name: model.litellm_model for name, model in judge_models.items()}
@@ -113,7 +125,9 @@ async def run_service(settings: Settings, stop: asyncio.Event, *, metrics: Sidec
         producer_options=kafka.producer_options(),
     )
     server: MetricsServer | None = None
-    if exporters.prometheus.enabled:
+    if metrics_socket is not None:
+        server = await MetricsServer(metrics.registry, unix_path=metrics_socket, readiness=service.readiness).start()
+    elif exporters.prometheus.enabled:
         server = MetricsServer(
             metrics.registry,
             host=exporters.prometheus.host,
@@ -131,8 +145,37 @@ async def run_service(settings: Settings, stop: asyncio.Event, *, metrics: Sidec
         await close_judge_clients()
 
 
-def serve(settings: Settings, *, signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT)) -> int:
-    """Blocking entry point: SIGTERM/SIGINT stop fetching, drain, flush, commit, exit 0."""
+def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """A worker's stdin is a pipe its supervisor never writes: end of file means the supervisor is gone
+    (even killed with SIGKILL), and the worker stops as on SIGTERM instead of living on as an orphan."""
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            log.warning("the supervisor is gone: stopping")
+            stop.set()
+
+    loop.add_reader(fd, readable)
+
+
+def serve(
+    settings: Settings,
+    *,
+    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+    metrics_socket: str | None = None,
+    stop_with_parent: bool = False,
+) -> int:
+    """Blocking entry point: SIGTERM/SIGINT stop fetching, drain, flush, commit, exit 0.
+
+    A worker process (``metrics_socket`` set by its supervisor) also stops when its supervisor exits.
+    """
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -140,13 +183,15 @@ def serve(settings: Settings, *, signals: Sequence[signal.Signals] = (signal.SIG
         for sig in signals:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        if stop_with_parent:
+            _stop_when_parent_exits(loop, stop)
         log.info(
             "scoring-sidecar starting: topics=%s group=%s scorers=%s",
             ",".join(settings.kafka.topics),
             settings.kafka.group_id,
             ",".join(s.id for s in settings.scorers),
         )
-        await run_service(settings, stop)
+        await run_service(settings, stop, metrics_socket=metrics_socket)
         log.info("scoring-sidecar stopped cleanly")
 
     asyncio.run(main())

@@ -414,6 +414,9 @@ class RuntimeSettings(_Frozen):
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     revoke_timeout_s: float = Field(default=5.0, gt=0)
     run_timeout_s: float = Field(default=120.0, gt=0)
+    # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
+    # spend caps and the in-flight bounds above are the pod's: workers split them.
+    workers: int = Field(default=1, ge=1, le=64)
 
 
 class PrometheusExporterSettings(_Frozen):

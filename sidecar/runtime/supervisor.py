@@ -1,0 +1,295 @@
+"""``runtime.workers`` > 1: one supervisor, N worker processes, one consumer group.
+
+A Python process scores on one core. A pod given several cores runs several workers: each is the
+whole service (``scoring-sidecar run`` with its share of the judge limits, see ``worker_share``) and a
+member of the same consumer group, so Kafka spreads the partitions among them as among replicas, and
+at-least-once holds per worker as it does per replica.
+
+The supervisor owns what the pod shows the outside: ``/metrics`` (every worker's metrics with a
+``worker`` label, see ``exporters.worker_metrics``), ``/healthz`` and ``/readyz`` (ready when every
+worker is). It restarts a worker that exits on its own (a restarted worker resumes from the group's
+committed offsets), gives up on a crash loop (exit 1: the orchestrator restarts the pod), and on
+SIGTERM stops every worker the usual way (drain, flush, commit) before it exits. Workers watch their
+stdin pipe, so a supervisor killed with SIGKILL takes no orphan consumer with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from exporters.http_server import MetricsServer, ReadinessResult
+from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
+from sidecar.runtime.settings import Settings
+
+__all__ = ["RestartPolicy", "Supervisor", "supervise"]
+
+log = logging.getLogger(__name__)
+
+_OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+_EXIT_INVALID_CONFIG = 2
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """A worker that exits on its own is restarted after ``backoff_s`` (doubling up to ``max_backoff_s``).
+    ``max_quick_exits`` exits in a row, each within ``quick_exit_s`` of its start, is a crash loop."""
+
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    quick_exit_s: float = 30.0
+    max_quick_exits: int = 5
+
+
+class _Worker:
+    def __init__(self, index: int, socket_path: str) -> None:
+        self.index = index
+        self.name = str(index)
+        self.socket_path = socket_path
+        self.process: asyncio.subprocess.Process | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.ready: tuple[bool, str] = (False, "starting")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def get(self, path: str, *, accept: str = "*/*") -> tuple[int, str]:
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=self.socket_path),
+                timeout=aiohttp.ClientTimeout(total=5.0),
+            )
+        async with self.session.get(f"http://worker{path}", headers={"Accept": accept}) as response:
+            return response.status, await response.text()
+
+
+class Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        config_path: Path,
+        *,
+        workers: int | None = None,
+        policy: RestartPolicy = RestartPolicy(),
+        python: str = sys.executable,
+    ) -> None:
+        self.settings = settings
+        self.config_path = config_path
+        self.count = workers or settings.runtime.workers
+        self.policy = policy
+        self.python = python
+        self.metrics = WorkerPoolMetrics(self.count)
+        self._stopping = False
+        self._gave_up = False
+        self._socket_dir = ""
+        self._workers: list[_Worker] = []
+
+    # -- what the pod shows -------------------------------------------------------------------------
+    def readiness(self) -> ReadinessResult:
+        waiting = [f"worker {w.name}: {w.ready[1] or 'not ready'}" for w in self._workers if not w.ready[0]]
+        return (not waiting, "; ".join(waiting))
+
+    async def refresh_metrics(self) -> None:
+        """Fetch every running worker's metrics and merge them (a worker that does not answer is left out)."""
+
+        async def fetch(worker: _Worker) -> tuple[_Worker, str | None]:
+            if not worker.running:
+                return worker, None
+            try:
+                status, text = await worker.get("/metrics", accept=_OPENMETRICS)
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                return worker, None
+            return worker, text if status == 200 else None
+
+        answers = await asyncio.gather(*(fetch(w) for w in self._workers))
+        texts = {w.name: text for w, text in answers if text is not None}
+        families, invalid = await asyncio.get_running_loop().run_in_executor(None, merge_worker_metrics, texts)
+        for worker, text in answers:
+            self.metrics.worker_up.labels(worker=worker.name).set(int(text is not None and worker.name not in invalid))
+        if invalid:
+            log.warning("workers %s served metrics that are not valid OpenMetrics", ",".join(invalid))
+        self.metrics.merged.update(families)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def worker_command(self, worker: _Worker) -> list[str]:
+        return [
+            self.python,
+            "-m",
+            "sidecar.cli",
+            "run",
+            "--config",
+            str(self.config_path),
+            "--worker",
+            f"{worker.index}/{self.count}",
+            "--metrics-socket",
+            worker.socket_path,
+        ]
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run the workers until ``stop`` is set (or a crash loop); 0 when every worker stopped cleanly."""
+        self._socket_dir = tempfile.mkdtemp(prefix="scoring-sidecar-")
+        self._workers = [_Worker(i, os.path.join(self._socket_dir, f"worker-{i}.sock")) for i in range(self.count)]
+        server: MetricsServer | None = None
+        prometheus = self.settings.exporters.prometheus
+        if prometheus.enabled:
+            server = MetricsServer(
+                self.metrics.registry,
+                host=prometheus.host,
+                port=prometheus.port,
+                readiness=self.readiness,
+                refresh=self.refresh_metrics,
+            )
+            await server.start()
+            log.info("supervisor: %d workers' metrics on %s:%d/metrics", self.count, prometheus.host, server.port)
+        gave_up = asyncio.Event()
+        keepers = [asyncio.create_task(self._keep_running(w, stop, gave_up)) for w in self._workers]
+        poller = asyncio.create_task(self._poll_readiness())
+        try:
+            stopped = asyncio.create_task(stop.wait())
+            failed = asyncio.create_task(gave_up.wait())
+            await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (stopped, failed):
+                waiter.cancel()
+            self._stopping = True
+            codes = await self._stop_workers(keepers)
+        finally:
+            self._stopping = True
+            poller.cancel()
+            for task in keepers:
+                task.cancel()
+            await asyncio.gather(poller, *keepers, return_exceptions=True)
+            for worker in self._workers:
+                if worker.session is not None:
+                    await worker.session.close()
+            if server is not None:
+                await server.stop()
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+        clean = not self._gave_up and all(code == 0 for code in codes)
+        log.info("supervisor: workers stopped (exit codes %s)", ",".join(str(c) for c in codes))
+        return 0 if clean else 1
+
+    async def _start(self, worker: _Worker) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(worker.socket_path)
+        worker.ready = (False, "starting")
+        # stdin: a pipe never written to; the worker stops when it reads end of file (this process is gone).
+        command = self.worker_command(worker)
+        worker.process = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE)
+        log.info("supervisor: worker %s started (pid %d)", worker.name, worker.process.pid)
+
+    async def _keep_running(self, worker: _Worker, stop: asyncio.Event, gave_up: asyncio.Event) -> int:
+        """Start the worker and restart it when it exits on its own; the last exit code once stopping."""
+        backoff, quick_exits = self.policy.backoff_s, 0
+        while True:
+            started = time.monotonic()
+            await self._start(worker)
+            assert worker.process is not None
+            if self._stopping:  # stopping began while it started: it was not among those signalled
+                worker.process.send_signal(signal.SIGTERM)
+            code = await worker.process.wait()
+            worker.ready = (False, f"exited with {code}")
+            self.metrics.worker_up.labels(worker=worker.name).set(0)
+            if self._stopping or stop.is_set():
+                return code
+            lived = time.monotonic() - started
+            quick_exits = quick_exits + 1 if lived < self.policy.quick_exit_s else 0
+            if code == _EXIT_INVALID_CONFIG or quick_exits >= self.policy.max_quick_exits:
+                log.error(
+                    "supervisor: worker %s exited with %d (%d quick exits in a row): stopping the pod",
+                    worker.name,
+                    code,
+                    quick_exits,
+                )
+                self._gave_up = True
+                gave_up.set()
+                return code
+            backoff = self.policy.backoff_s if quick_exits <= 1 else min(backoff * 2, self.policy.max_backoff_s)
+            log.warning(
+                "supervisor: worker %s exited with %d after %.1f s; restarting in %.1f s",
+                worker.name,
+                code,
+                lived,
+                backoff,
+            )
+            self.metrics.worker_restarts.labels(worker=worker.name).inc()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff):
+                    await stop.wait()
+            if stop.is_set():
+                return code
+
+    async def _poll_readiness(self, every_s: float = 1.0) -> None:
+        while True:
+            for worker in self._workers:
+                if not worker.running:
+                    continue
+                try:
+                    status, body = await worker.get("/readyz")
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    worker.ready = (False, f"no answer ({type(exc).__name__})")
+                    continue
+                worker.ready = (status == 200, "" if status == 200 else _reason(body))
+            await asyncio.sleep(every_s)
+
+    async def _stop_workers(self, keepers: Sequence[asyncio.Task[int]]) -> list[int]:
+        """SIGTERM every running worker (each drains, flushes and commits); SIGKILL what outlives the deadline."""
+        for worker in self._workers:
+            if worker.running and worker.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGTERM)
+        deadline = self.settings.runtime.shutdown_timeout_s + 15.0
+        _, pending = await asyncio.wait(keepers, timeout=deadline)
+        for worker in self._workers:
+            if worker.running and worker.process is not None:
+                log.error("supervisor: worker %s did not stop in %.0f s: killing it", worker.name, deadline)
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.kill()
+        if pending:
+            await asyncio.wait(pending, timeout=10.0)
+        return [_exit_code(task) for task in keepers]
+
+
+def _exit_code(keeper: asyncio.Task[int]) -> int:
+    if keeper.done() and not keeper.cancelled() and keeper.exception() is None:
+        return keeper.result()
+    return -int(signal.SIGKILL)
+
+
+def _reason(body: str) -> str:
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(body).get("reason") or "not ready")
+    return "not ready"
+
+
+def supervise(
+    settings: Settings,
+    config_path: Path,
+    *,
+    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> int:
+    """Blocking entry point of a multi-worker pod: exit 0 after a clean stop, 1 after a crash loop."""
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        log.info("scoring-sidecar supervisor starting %d workers", settings.runtime.workers)
+        return await Supervisor(settings, config_path).run(stop)
+
+    return asyncio.run(main())
