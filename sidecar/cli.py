@@ -160,8 +160,16 @@ def _run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     if args.worker is None and settings.runtime.workers > 1:
+        from sidecar.runtime.scorer_factory import build_scorers
         from sidecar.runtime.supervisor import supervise
 
+        try:  # here, once: a scorer that cannot be built fails the pod at start, not as a worker crash loop
+            build_scorers(settings)
+        except SettingsError as exc:
+            print(f"config INVALID: {args.config}", file=sys.stderr)
+            for problem in exc.problems:
+                print(f"  - {problem}", file=sys.stderr)
+            return 2
         return supervise(settings, Path(args.config))
     from sidecar.runtime.app import serve
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
 
 import aiohttp
@@ -17,6 +19,7 @@ from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.runtime.settings import load_settings
+from sidecar.runtime.supervisor import RestartPolicy, Supervisor
 from sidecar.runtime.worker_share import settings_for_worker, worker_share
 
 CONFIG = """
@@ -122,3 +125,19 @@ async def test_the_supervisor_server_refreshes_before_each_scrape() -> None:
                 if s.name == "scoring_sidecar_scorer_runs_total" and s.labels.get("outcome") == "scored"
             ]
             assert values == [expected]
+
+
+async def test_a_crash_looping_worker_stops_the_pod_with_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(CONFIG + "exporters: {prometheus: {enabled: false}}\n")
+    # Real processes that exit at once with status 1, as a worker failing at start would.
+    policy = RestartPolicy(backoff_s=0.01, max_backoff_s=0.02, quick_exit_s=30.0, max_quick_exits=3)
+    supervisor = Supervisor(load_settings(path), path, policy=policy, python=shutil.which("false") or "/bin/false")
+    code = await asyncio.wait_for(supervisor.run(asyncio.Event()), 30)
+    assert code == 1
+    restarts = [
+        supervisor.metrics.registry.get_sample_value("scoring_sidecar_worker_restarts_total", {"worker": w})
+        for w in ("0", "1")
+    ]
+    assert max(r or 0 for r in restarts) == 2  # two restarts, then the third quick exit ends it
+    assert supervisor.readiness()[0] is False
