@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel, ValidationError
 
 from sidecar.scoring.judge.client import CallResult, JudgeClient
@@ -61,7 +62,7 @@ def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: s
     if fenced:
         candidate = fenced.group(1).strip()
     try:
-        data = json.loads(candidate)
+        data = pydantic_core.from_json(candidate)
     except ValueError as exc:
         raise JSONParseError(
             f"the judge's output is not valid JSON: {exc}", raw_output=text, finish_reason=finish_reason
