@@ -155,19 +155,18 @@ class Supervisor:
             )
             await server.start()
             log.info("supervisor: %d workers' metrics on %s:%d/metrics", self.count, prometheus.host, server.port)
-        gave_up = asyncio.Event()
-        keepers = [asyncio.create_task(self._keep_running(w, stop, gave_up)) for w in self._workers]
+        halt = asyncio.Event()  # SIGTERM or a crash loop: every worker stops
+        keepers = [asyncio.create_task(self._keep_running(w, halt)) for w in self._workers]
         poller = asyncio.create_task(self._poll_readiness())
+        relay = asyncio.create_task(stop.wait())
+        relay.add_done_callback(lambda _: halt.set())
         try:
-            stopped = asyncio.create_task(stop.wait())
-            failed = asyncio.create_task(gave_up.wait())
-            await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
-            for waiter in (stopped, failed):
-                waiter.cancel()
+            await halt.wait()
             self._stopping = True
             codes = await self._stop_workers(keepers)
         finally:
             self._stopping = True
+            relay.cancel()
             poller.cancel()
             for task in keepers:
                 task.cancel()
@@ -178,7 +177,8 @@ class Supervisor:
             if server is not None:
                 await server.stop()
             shutil.rmtree(self._socket_dir, ignore_errors=True)
-        clean = not self._gave_up and all(code == 0 for code in codes)
+        # -SIGTERM: a worker stopped before it installed its handlers (it had consumed nothing yet).
+        clean = not self._gave_up and all(code in (0, -signal.SIGTERM) for code in codes)
         log.info("supervisor: workers stopped (exit codes %s)", ",".join(str(c) for c in codes))
         return 0 if clean else 1
 
@@ -191,7 +191,7 @@ class Supervisor:
         worker.process = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE)
         log.info("supervisor: worker %s started (pid %d)", worker.name, worker.process.pid)
 
-    async def _keep_running(self, worker: _Worker, stop: asyncio.Event, gave_up: asyncio.Event) -> int:
+    async def _keep_running(self, worker: _Worker, halt: asyncio.Event) -> int:
         """Start the worker and restart it when it exits on its own; the last exit code once stopping."""
         backoff, quick_exits = self.policy.backoff_s, 0
         while True:
@@ -203,7 +203,7 @@ class Supervisor:
             code = await worker.process.wait()
             worker.ready = (False, f"exited with {code}")
             self.metrics.worker_up.labels(worker=worker.name).set(0)
-            if self._stopping or stop.is_set():
+            if self._stopping or halt.is_set():
                 return code
             lived = time.monotonic() - started
             quick_exits = quick_exits + 1 if lived < self.policy.quick_exit_s else 0
@@ -215,7 +215,7 @@ class Supervisor:
                     quick_exits,
                 )
                 self._gave_up = True
-                gave_up.set()
+                halt.set()
                 return code
             backoff = self.policy.backoff_s if quick_exits <= 1 else min(backoff * 2, self.policy.max_backoff_s)
             log.warning(
@@ -228,8 +228,8 @@ class Supervisor:
             self.metrics.worker_restarts.labels(worker=worker.name).inc()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff):
-                    await stop.wait()
-            if stop.is_set():
+                    await halt.wait()
+            if halt.is_set():
                 return code
 
     async def _poll_readiness(self, every_s: float = 1.0) -> None:
