@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.partitioner import DefaultPartitioner
 from pydantic import BaseModel
 
 from exporters.base import ScoredRun, Sink, score_id_for
@@ -23,6 +24,7 @@ from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_messag
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY, JudgeModelFactory
 from tests.support.runs import scored_run_of
+from tests.support.sidecar_process import read_topic
 
 NewTopic = Callable[..., Awaitable[str]]
 
@@ -442,3 +444,28 @@ async def test_submit_waits_while_max_pending_records_are_unacknowledged(
         assert await sink.flush(5.0) and sink.outstanding == 0
         ids = {json.loads(r.value)["scoreId"] for r in await read_all(bootstrap, outage.topic, 3)}
         assert ids == {run.score_id for run in runs}
+
+
+async def test_records_fill_batches_across_partitions_and_each_lands_once(
+    kafka_bootstrap: str, new_topic: NewTopic, judge_server: JudgeServer, make_judge_model: JudgeModelFactory
+) -> None:
+    # Batches smaller than one record (each record then goes alone) and several partitions: every record
+    # lands once, in the partition Kafka's default partitioner picks for its key (the trace id).
+    topic = await new_topic("scores-batched", partitions=3)
+    runs = [
+        await scored_run(judge_server, make_judge_model, trace_id=f"{i:032x}", span_id=f"{i:016x}")
+        for i in range(1, 13)
+    ]
+    sink = KafkaScoreSink(kafka_bootstrap, topic, max_batch_size=256)
+    await sink.start()
+    try:
+        for run in runs:
+            await sink.submit(run)
+        assert await sink.flush(10.0) and sink.sent == len(runs) and sink.outstanding == 0
+    finally:
+        await sink.close()
+    records = await read_topic(kafka_bootstrap, topic, expect=len(runs), timeout_s=10)
+    assert sorted(json.loads(r.value)["scoreId"] for r in records) == sorted(run.score_id for run in runs)
+    reference = DefaultPartitioner()
+    assert all(r.partition == reference(r.key, [0, 1, 2], [0, 1, 2]) for r in records)
+    assert len({r.partition for r in records}) > 1
