@@ -25,6 +25,12 @@ as ``key=value`` pairs):
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
 
+Workers: ``throughput`` and ``judge`` measure the sidecar twice, as deployed on this machine
+(``runtime.workers`` = ``--workers``, default the number of cores; the judge's max_concurrency 256 and the
+in-flight bound are split among the workers, so the pod calls the judge at the same concurrency as the
+raw client) and as one process (figures suffixed ``_1w``). The goal figures (no suffix) are the first.
+CPU and RSS figures sum the supervisor and its workers. ``latency`` and ``rss`` run one process.
+
 Runtime limits: the service's defaults (``--max-in-flight-runs``, ``--max-buffered-bytes`` override them).
 Before commit 8f4d37b the sidecar stalled for good at its first backpressure pause with 512 runs in flight
 (a finishing run counted itself as in flight); ``--max-in-flight-runs 1000000 --max-buffered-bytes
@@ -36,7 +42,7 @@ random trace id per record (a byte replace of the 16-byte id), so every record i
 
     .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge] [--traces 20000] [--rate 1000]
         [--duration-s 20] [--backlog 250000] [--rss-timeout-s S] [--judge-records 12000]
-        [--judge-calls 6000] [--no-kafka-scores] [--workdir DIR]
+        [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR]
 """
 
 from __future__ import annotations
