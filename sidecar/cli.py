@@ -7,8 +7,12 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sidecar import __version__
+
+if TYPE_CHECKING:  # the settings module imports pydantic and the scorer library: not for --help
+    from sidecar.runtime.settings import SettingsError
 
 __all__ = ["main"]
 
@@ -91,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _invalid(config: str, error: SettingsError) -> int:
+    """Print every problem of an invalid configuration (key, line, message); the exit status 2."""
+    print(f"config INVALID: {config}", file=sys.stderr)
+    for problem in error.problems:
+        print(f"  - {problem}", file=sys.stderr)
+    return 2
+
+
 def _validate(args: argparse.Namespace) -> int:
     """Load the settings and build every scorer; print a verdict. 0: valid, 2: invalid."""
     from pathlib import Path
@@ -102,10 +114,7 @@ def _validate(args: argparse.Namespace) -> int:
         settings = load_settings(Path(args.config))
         build_scorers(settings)
     except SettingsError as exc:
-        print(f"config INVALID: {args.config}", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return 2
+        return _invalid(args.config, exc)
     ids = ", ".join(s.id for s in settings.scorers)
     judges = ", ".join(settings.judges) or "none"
     topics = ", ".join(settings.kafka.topics)
@@ -136,10 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(Path(args.config))
     except SettingsError as exc:
-        print(f"config INVALID: {args.config}", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return 2
+        return _invalid(args.config, exc)
     if args.workers is not None:
         if not 1 <= args.workers <= 64:
             print("run: --workers must be between 1 and 64", file=sys.stderr)
@@ -166,10 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         try:  # here, once: a scorer that cannot be built fails the pod at start, not as a worker crash loop
             build_scorers(settings)
         except SettingsError as exc:
-            print(f"config INVALID: {args.config}", file=sys.stderr)
-            for problem in exc.problems:
-                print(f"  - {problem}", file=sys.stderr)
-            return 2
+            return _invalid(args.config, exc)
         return supervise(settings, Path(args.config))
     from sidecar.runtime.app import serve
 

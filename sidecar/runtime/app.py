@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
@@ -20,6 +19,7 @@ from sidecar.runtime.judge_gate import GateConfig, install_gates
 from sidecar.runtime.scorer_factory import build_scorers
 from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
+from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.scoring.judge.client import close_judge_clients
 
 __all__ = ["run_service", "serve"]
@@ -168,7 +168,7 @@ def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, stop: asyncio.Event
 def serve(
     settings: Settings,
     *,
-    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+    signals: Sequence[signal.Signals] = DEFAULT_STOP_SIGNALS,
     metrics_socket: str | None = None,
     stop_with_parent: bool = False,
 ) -> int:
@@ -178,13 +178,9 @@ def serve(
     """
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in signals:
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals(signals)
         if stop_with_parent:
-            _stop_when_parent_exits(loop, stop)
+            _stop_when_parent_exits(asyncio.get_running_loop(), stop)
         log.info(
             "scoring-sidecar starting: topics=%s group=%s scorers=%s",
             ",".join(settings.kafka.topics),

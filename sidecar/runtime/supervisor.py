@@ -34,6 +34,7 @@ import aiohttp
 from exporters.http_server import MetricsServer, ReadinessResult
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.runtime.settings import Settings
+from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 
 __all__ = ["RestartPolicy", "Supervisor", "supervise"]
 
@@ -279,16 +280,12 @@ def supervise(
     settings: Settings,
     config_path: Path,
     *,
-    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+    signals: Sequence[signal.Signals] = DEFAULT_STOP_SIGNALS,
 ) -> int:
     """Blocking entry point of a multi-worker pod: exit 0 after a clean stop, 1 after a crash loop."""
 
     async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in signals:
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals(signals)
         log.info("scoring-sidecar supervisor starting %d workers", settings.runtime.workers)
         return await Supervisor(settings, config_path).run(stop)
 
