@@ -22,7 +22,7 @@ from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.otlp_receiver import OtlpReceiver
-from tests.support.sidecar_process import committed_total, produce_traces, read_topic
+from tests.support.sidecar_process import committed_total, free_port, produce_traces, read_topic
 
 FAST_CONSUMER = {"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
@@ -174,3 +174,70 @@ async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
     assert metrics.registry.get_sample_value("scoring_sidecar_runs_in_flight") == 0
     paused = [r for r in caplog.records if r.getMessage().startswith("backpressure: paused")]
     assert (len(paused) > 1) if pauses else not paused
+
+
+class FlushLog:
+    """A sink that keeps count of what the runtime asks of it (submits, flushes) and always confirms."""
+
+    name = "flush_log"
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.flushes = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def submit(self, run: Any) -> None:
+        self.submitted += 1
+
+    async def flush(self, timeout_s: float) -> bool:
+        self.flushes += 1
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_failing_exporter_blocks_commits_but_the_sinks_after_it_are_still_flushed(
+    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str]
+) -> None:
+    spans_topic = await new_topic("spans", partitions=1)
+    traces = list(TrafficGenerator(seed=4).traces(6))
+    await produce_traces(kafka_bootstrap, spans_topic, traces)
+    metrics = SidecarMetrics()
+    # A real OTLP sink aimed at a port where nothing listens: every checkpoint flush fails.
+    dead_otlp = OtlpTraceSink(
+        f"http://127.0.0.1:{free_port()}", protocol="http/protobuf", timeout_s=0.2, evaluation_logs=False
+    )
+    after = FlushLog()
+    group = unique_name("group")
+    service = ScoringService(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        ingest=IngestConfig(topic=spans_topic),
+        topics=[spans_topic],
+        scorers=[ConfiguredScorer(length_scorer())],
+        sinks=[PrometheusSink(metrics), dead_otlp, after],
+        metrics=metrics,
+        limits=RuntimeLimits(commit_interval_s=0.1),
+        consumer_options=FAST_CONSUMER,
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(service.run(stop))
+    for _ in range(100):
+        await asyncio.sleep(0.1)
+        failures = metrics.registry.get_sample_value(
+            "scoring_sidecar_exporter_flush_failures_total", {"exporter": "otlp"}
+        )
+        if after.submitted == len(traces) and (failures or 0) >= 4:
+            break
+    flushes_while_failing = after.flushes
+    stop.set()
+    await asyncio.wait_for(running, 30)
+
+    assert after.submitted == len(traces)
+    assert flushes_while_failing >= 4  # flushed at every checkpoint, after the failing sink
+    assert metrics.registry.get_sample_value("scoring_sidecar_exporter_up", {"exporter": "otlp"}) == 0
+    assert metrics.registry.get_sample_value("scoring_sidecar_exporter_up", {"exporter": "flush_log"}) == 1
+    assert await committed_total(kafka_bootstrap, group, spans_topic, 1) == 0  # nothing past unexported spans
