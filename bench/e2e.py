@@ -26,10 +26,11 @@ as ``key=value`` pairs):
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
 
 Workers: ``throughput`` and ``judge`` measure the sidecar twice, as deployed on this machine
-(``runtime.workers`` = ``--workers``, default the number of cores; the judge's max_concurrency 256 and the
-in-flight bound are split among the workers, so the pod calls the judge at the same concurrency as the
-raw client) and as one process (figures suffixed ``_1w``). The goal figures (no suffix) are the first.
-CPU and RSS figures sum the supervisor and its workers. ``latency`` and ``rss`` run one process.
+(``runtime.workers`` = ``--workers``, default the number of cores, at most one per partition; the judge's
+max_concurrency 256 and the in-flight bound are split among the workers, so the pod calls the judge at the
+same concurrency as the raw client) and as one process (figures suffixed ``_1w``). The goal figures (no
+suffix) are the first. CPU and RSS figures sum the supervisor and its workers. ``latency`` and ``rss`` run
+one process.
 
 Runtime limits: the service's defaults (``--max-in-flight-runs``, ``--max-buffered-bytes`` override them).
 Before commit 8f4d37b the sidecar stalled for good at its first backpressure pause with 512 runs in flight
@@ -698,8 +699,9 @@ def main() -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=os.cpu_count() or 1,
-        help="throughput and judge: the sidecar's runtime.workers for the goal figures (default: the cores); "
+        default=min(os.cpu_count() or 1, PARTITIONS),
+        help="throughput and judge: the sidecar's runtime.workers for the goal figures (default: the cores, at "
+        "most one per partition); "
         "1-process figures are measured too, suffixed _1w",
     )
     parser.add_argument("--latency-ms", type=float, default=200.0, help="judge server latency")
