@@ -120,6 +120,11 @@ def _validate(args: argparse.Namespace) -> int:
     topics = ", ".join(settings.kafka.topics)
     counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
     print(f"config OK: {counts}, topics ({topics})")
+    if settings.runtime.workers > 1:
+        from sidecar.runtime.supervisor import limits_below_worker_count
+
+        for problem in limits_below_worker_count(settings):
+            print(f"  warning: {problem}", file=sys.stderr)
     return 0
 
 

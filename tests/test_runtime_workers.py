@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -19,7 +21,7 @@ from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.runtime.settings import load_settings
-from sidecar.runtime.supervisor import RestartPolicy, Supervisor
+from sidecar.runtime.supervisor import RestartPolicy, Supervisor, limits_below_worker_count
 from sidecar.runtime.worker_share import settings_for_worker, worker_share
 
 CONFIG = """
@@ -58,6 +60,10 @@ def test_each_worker_gets_its_part_of_the_pods_judge_limits(tmp_path: Path) -> N
     assert [p.runtime.max_in_flight_runs for p in parts] == [51, 50]
     assert all(p.runtime.workers == 1 for p in parts)  # a worker is one process: it supervises nothing
     assert parts[0].scorers == settings.scorers and parts[0].kafka == settings.kafka
+    # judges.open.max_concurrency 1 cannot be split between 2 workers: said at start, not silently doubled.
+    assert limits_below_worker_count(settings) == [
+        "judges.open.max_concurrency is 1, below runtime.workers (2): each worker keeps 1, so the pod allows 2"
+    ]
 
 
 def worker_exposition(scored: int, trace_id: str) -> str:
@@ -141,3 +147,13 @@ async def test_a_crash_looping_worker_stops_the_pod_with_exit_1(tmp_path: Path) 
     ]
     assert max(r or 0 for r in restarts) == 2  # two restarts, then the third quick exit ends it
     assert supervisor.readiness()[0] is False
+
+
+def test_validate_warns_about_limits_the_workers_cannot_split(tmp_path: Path) -> None:
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(CONFIG)
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.startswith("config OK")
+    assert "warning: judges.open.max_concurrency is 1, below runtime.workers (2)" in done.stderr

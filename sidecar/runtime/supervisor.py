@@ -36,7 +36,7 @@ from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 
-__all__ = ["RestartPolicy", "Supervisor", "supervise"]
+__all__ = ["RestartPolicy", "Supervisor", "limits_below_worker_count", "supervise"]
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +264,21 @@ class Supervisor:
         return [_exit_code(task) for task in keepers]
 
 
+def limits_below_worker_count(settings: Settings) -> list[str]:
+    """Limits the workers cannot split (each worker keeps at least 1, so the pod may exceed them)."""
+    count = settings.runtime.workers
+    problems = []
+    for name, judge in settings.judges.items():
+        for key in ("max_concurrency", "rpm", "tpm"):
+            value = getattr(judge, key)
+            if value is not None and value < count:
+                problems.append(
+                    f"judges.{name}.{key} is {value}, below runtime.workers ({count}): each worker keeps 1, "
+                    f"so the pod allows {count}"
+                )
+    return problems
+
+
 def _exit_code(keeper: asyncio.Task[int]) -> int:
     if keeper.done() and not keeper.cancelled() and keeper.exception() is None:
         return keeper.result()
@@ -287,6 +302,8 @@ def supervise(
     async def main() -> int:
         stop = stop_on_signals(signals)
         log.info("scoring-sidecar supervisor starting %d workers", settings.runtime.workers)
+        for problem in limits_below_worker_count(settings):
+            log.warning("%s", problem)
         return await Supervisor(settings, config_path).run(stop)
 
     return asyncio.run(main())
