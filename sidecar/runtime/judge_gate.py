@@ -220,8 +220,10 @@ class JudgeGate(CallGate):
             wait = 0.0
             if self._rpm is not None:
                 wait = self._rpm.reserve(1)
-            if self._tpm is not None:
-                permit.tokens = self._estimate_tokens(request)
+            needs_estimate = self._tpm is not None or self.config.spend_cap_usd is not None
+            estimate = self._estimated_usage(request) if needs_estimate else None
+            if self._tpm is not None and estimate is not None:
+                permit.tokens = float((estimate.input_tokens or 0) + (estimate.output_tokens or 0))
                 wait = max(wait, self._tpm.reserve(permit.tokens))
             if wait > 0:
                 if wait > bound - (self._clock() - started):
@@ -231,8 +233,8 @@ class JudgeGate(CallGate):
             reason, permit.probe = self._check(claim=True)
             if reason is not None:
                 self._refuse(reason)
-            if self.config.spend_cap_usd is not None:
-                permit.cost_usd = self._estimate_cost(request)
+            if self.config.spend_cap_usd is not None and estimate is not None:
+                permit.cost_usd = estimate_cost_usd(self.name, estimate) or 0.0
                 self._reserved_usd += permit.cost_usd
         except BaseException:
             self._slots.release()
@@ -300,16 +302,11 @@ class JudgeGate(CallGate):
         message = f"judge {self.name} unavailable: {reason.replace('_', ' ')}"
         raise JudgeUnavailableError(f"{message} ({detail})" if detail else message, reason=reason)
 
-    def _estimate_tokens(self, request: ChatRequest | None) -> float:
+    def _estimated_usage(self, request: ChatRequest | None) -> JudgeUsage:
+        """A call's usage before it is known: prompt characters / 4 in, the output bound (or expectation) out."""
         chars = sum(len(m.get("content") or "") for m in request.messages) if request is not None else 0
         output = self._max_output_tokens if self._max_output_tokens is not None else self.config.expected_output_tokens
-        return float(math.ceil(chars / 4) + output)
-
-    def _estimate_cost(self, request: ChatRequest | None) -> float:
-        chars = sum(len(m.get("content") or "") for m in request.messages) if request is not None else 0
-        output = self._max_output_tokens if self._max_output_tokens is not None else self.config.expected_output_tokens
-        usage = JudgeUsage(input_tokens=math.ceil(chars / 4), output_tokens=output)
-        return estimate_cost_usd(self.name, usage) or 0.0
+        return JudgeUsage(input_tokens=math.ceil(chars / 4), output_tokens=output)
 
     def _unreserve(self, permit: _Permit) -> None:
         self._reserved_usd = max(0.0, self._reserved_usd - permit.cost_usd) if self.in_flight else 0.0
