@@ -49,6 +49,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from exporters.base import ScoredRun
 from exporters.partitioner import KeyPartitioner
+from sidecar import __version__
 from sidecar.timestamps import iso_millis
 
 __all__ = [
@@ -80,12 +81,6 @@ _PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
     InvalidTimestampError,
     InvalidTopicError,
 )
-
-
-def _sidecar_version() -> str:
-    from sidecar import __version__
-
-    return __version__
 
 
 def score_record_head(run: ScoredRun, score: float | None, reason: str | None) -> dict[str, Any]:
@@ -125,7 +120,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
         "spanKind": target.kind,
         "convention": target.convention or None,
         "scorerFingerprint": run.scorer_fingerprint,
-        "sidecarVersion": _sidecar_version(),
+        "sidecarVersion": __version__,
     }
     return {
         **score_record_head(run, score, reason),

@@ -688,10 +688,12 @@ class OtlpTraceSink:
             self._emit_log_event(self._event_logger, run, scored)
 
     async def _wait_for_room(self, spans: int) -> None:
-        queues = self._queues
-        while queues and not all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(queues)):
+        def fits() -> bool:  # the span queue takes the run's spans, the log queue (if any) one event
+            return all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(self._queues))
+
+        while self._queues and not fits():
             self._room.clear()
-            if all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(queues)):
+            if fits():
                 return  # an export made room between the check and the clear
             await self._room.wait()
 
