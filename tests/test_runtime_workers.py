@@ -157,3 +157,15 @@ def test_validate_warns_about_limits_the_workers_cannot_split(tmp_path: Path) ->
     )
     assert done.returncode == 0 and done.stdout.startswith("config OK")
     assert "warning: judges.open.max_concurrency is 1, below runtime.workers (2)" in done.stderr
+
+
+async def test_a_worker_exiting_with_status_2_stops_the_pod_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(CONFIG + "exporters: {prometheus: {enabled: false}}\n")
+    invalid = tmp_path / "invalid-config-worker"
+    invalid.write_text("#!/bin/sh\nexit 2\n")  # what a worker does when it finds its configuration invalid
+    invalid.chmod(0o755)
+    supervisor = Supervisor(load_settings(path), path, python=str(invalid))
+    assert await asyncio.wait_for(supervisor.run(asyncio.Event()), 30) == 1
+    restarts = supervisor.metrics.registry.get_sample_value("scoring_sidecar_worker_restarts_total", {"worker": "0"})
+    assert restarts == 0  # no restart: a configuration does not heal by retrying

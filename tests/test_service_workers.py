@@ -150,9 +150,8 @@ async def test_workers_stop_when_their_supervisor_is_killed(
     judge_server.reset(heuristic_reply)
     (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 10, seed=23, partitions=PARTITIONS)
     group = unique_name("group")
-    sidecar = sidecar_for(
-        tmp_path, (spans, scores, dead), judge_server, bootstrap=kafka_bootstrap, group=group, runtime={"workers": 2}
-    )
+    sidecar = sidecar_for(tmp_path, (spans, scores, dead), judge_server, bootstrap=kafka_bootstrap, group=group)
+    sidecar.args = ("--workers", "2")  # the command line overrides runtime.workers (1 in this config)
     sidecar.start()
     try:
         await sidecar.wait_ready(60)

@@ -89,6 +89,7 @@ class SidecarProcess:
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    args: tuple[str, ...] = ()  # extra `run` options, e.g. ("--workers", "2")
 
     @property
     def metrics_url(self) -> str:
@@ -106,7 +107,7 @@ class SidecarProcess:
         self.starts += 1
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(config_path)],
+            [sys.executable, "-m", "sidecar.cli", "run", "--config", str(config_path), *self.args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environment,
