@@ -513,10 +513,20 @@ async def section_rss(
 # --- judge ------------------------------------------------------------------------------------------------
 
 
-def start_judge(latency_ms: float, stats: Path) -> tuple[subprocess.Popen[str], str]:
+def start_judge(latency_ms: float, stats: Path, kind: str) -> tuple[subprocess.Popen[str], str]:
     stats.parent.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.e2e_scorers", "--latency-ms", f"{latency_ms:g}", "--stats", str(stats)],
+        [
+            sys.executable,
+            "-m",
+            "bench.e2e_scorers",
+            "--latency-ms",
+            f"{latency_ms:g}",
+            "--stats",
+            str(stats),
+            "--server",
+            kind,
+        ],
         cwd=_ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -528,6 +538,25 @@ def start_judge(latency_ms: float, stats: Path) -> tuple[subprocess.Popen[str], 
         process.kill()
         raise RuntimeError("the judge server did not start")
     return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+class Usage:
+    """CPU used by a process tree (``None``: this process) while the block runs, in cores."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._pid = pid
+        self.fraction = 0.0
+
+    def _cpu(self) -> float:
+        return process_cpu_s(self._pid) if self._pid is not None else time.process_time()
+
+    def __enter__(self) -> Usage:
+        self._start = (time.monotonic(), self._cpu())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.monotonic() - self._start[0]
+        self.fraction = (self._cpu() - self._start[1]) / wall if wall > 0 else 0.0
 
 
 def judge_count(stats: Path) -> int:
@@ -615,7 +644,7 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
     from bench.judge_overhead import _drive, _raw_call
 
     stats = work / "judge-stats"
-    server, url = start_judge(args.latency_ms, stats)
+    server, url = start_judge(args.latency_ms, stats, args.judge_server)
     figures: dict[str, Any] = {}
     try:
         topics = await new_topics(bootstrap, "judge")
@@ -625,13 +654,21 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
             call = _raw_call(session, url)
             await _drive(call, args.concurrency, args.concurrency)  # warm-up: fills the pool
             task = asyncio.create_task(_drive(call, args.judge_calls, args.concurrency))
-            raw = await server_rate(stats, args.judge_calls, task)
+            with Usage(server.pid) as server_cpu, Usage(None) as bench_cpu:
+                raw = await server_rate(stats, args.judge_calls, task)
             await task
-        print(f"judge: raw aiohttp, concurrency {args.concurrency}, {args.latency_ms:g} ms: {raw:.0f} calls/s")
+        print(
+            f"judge: raw aiohttp, concurrency {args.concurrency}, {args.latency_ms:g} ms: {raw:.0f} calls/s; "
+            f"CPU: judge server {server_cpu.fraction:.2f}, raw client {bench_cpu.fraction:.2f} (cores)"
+        )
         figures["raw_calls_per_s"] = round(raw, 1)
+        figures["judge_server_cpu_frac_raw"] = round(server_cpu.fraction, 2)
         # The goal figure (no suffix): the pod as deployed here, --workers processes sharing the concurrency.
         for workers, suffix in ((args.workers, ""), (1, "_1w")) if args.workers > 1 else ((1, ""),):
-            result = await judged_rate(args, bootstrap, topics, url, stats, work, workers)
+            with Usage(server.pid) as server_cpu:
+                result = await judged_rate(args, bootstrap, topics, url, stats, work, workers)
+            print(f"judge: judge server CPU while the sidecar ran: {server_cpu.fraction:.2f} cores")
+            figures[f"judge_server_cpu_frac{suffix}"] = round(server_cpu.fraction, 2)
             figures[f"judge_calls_per_s{suffix}"] = round(result["rate"], 1)
             figures[f"bound_fraction{suffix}"] = round(result["rate"] / raw, 3)
             figures[f"judge_sidecar_cpu_frac{suffix}"] = round(result["cpu_frac"], 2)
@@ -705,6 +742,13 @@ def main() -> None:
         "1-process figures are measured too, suffixed _1w",
     )
     parser.add_argument("--latency-ms", type=float, default=200.0, help="judge server latency")
+    parser.add_argument(
+        "--judge-server",
+        choices=("fixed", "scripted"),
+        default="fixed",
+        help="judge: the stand-in (fixed: one pre-encoded reply, ~0.04 ms CPU per call; scripted: the tests' "
+        "aiohttp server, ~0.4 ms per call on the cores the sidecar uses)",
+    )
     parser.add_argument("--timeout-s", type=float, default=900.0, help="max drain time per section")
     parser.add_argument("--workdir", help="keep sidecar configs and logs here (default: a temporary directory)")
     parser.add_argument("--max-in-flight-runs", type=int, help="the sidecar's runtime.max_in_flight_runs")

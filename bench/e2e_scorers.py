@@ -2,9 +2,11 @@
 
 * ``judge_factory`` — a ``python: bench.e2e_scorers:judge_factory`` scorer kind: one prompt step, so one
   judge call per run (prompt alignment makes two).
-* ``python -m bench.e2e_scorers --port P --latency-ms 200 --stats FILE`` — the scripted judge server
-  (``sidecar.testing.judge_server``) with a fixed latency, which also writes ``<calls> <monotonic s>`` to
-  ``FILE`` every 0.1 s, so the bench counts judge calls at the server, whoever makes them.
+* ``python -m bench.e2e_scorers --port P --latency-ms 200 --stats FILE [--server fixed|scripted]`` — a judge
+  stand-in with a fixed latency, which also writes ``<calls> <monotonic s>`` to ``FILE`` every 0.1 s, so the
+  bench counts judge calls at the server, whoever makes them. ``fixed`` (default):
+  ``sidecar.testing.fixed_judge_server``, ~0.04 ms of CPU per call; ``scripted``: the tests' aiohttp server
+  (``sidecar.testing.judge_server``), ~0.4 ms per call, taken from the same cores as the client measured.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
+from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 PROMPT = "Score the answer between 0 and 1. Question: what is 2 + 2? Answer: 4."
@@ -43,9 +46,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--stats", required=True)
+    parser.add_argument("--server", choices=("fixed", "scripted"), default="fixed")
     args = parser.parse_args()
     calls = 0
-    reply = Reply.json({"score": 0.5}, delay_s=args.latency_ms / 1000.0)
+    delay_s = args.latency_ms / 1000.0
+    reply = Reply.json({"score": 0.5}, delay_s=delay_s)
 
     def responder(_body: dict[str, Any]) -> Reply:
         nonlocal calls
@@ -53,10 +58,16 @@ def main() -> None:
         return reply
 
     async def serve() -> None:
-        server = await JudgeServer(responder, record=False).start(port=args.port)
-        print(f"listening {server.port}", flush=True)
+        if args.server == "fixed":
+            body = chat_completion_body('{"score": 0.5}')
+            fixed = await FixedJudgeServer(body, delay_s=delay_s).start(port=args.port)
+            port, count = fixed.port, lambda: fixed.calls
+        else:
+            scripted = await JudgeServer(responder, record=False).start(port=args.port)
+            port, count = scripted.port, lambda: calls
+        print(f"listening {port}", flush=True)
         while True:
-            write_stats(args.stats, calls)
+            write_stats(args.stats, count())
             await asyncio.sleep(0.1)
 
     with contextlib.suppress(KeyboardInterrupt):
