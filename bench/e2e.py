@@ -19,9 +19,12 @@ as ``key=value`` pairs):
   starts and drains it; its VmRSS is sampled every 0.5 s, for at most ``--rss-timeout-s`` (then the
   figures cover the part drained: ``rss_drained_spans``). ``rss_flat`` = the max over the second half of
   the samples ≤ 1.1 × the max over the first half. Goal: ``rss_mb`` < 300 and flat.
-* ``judge`` — a judge server subprocess with 200 ms latency that counts calls (``bench/e2e_scorers.py``);
-  raw aiohttp at concurrency 256 (``bench/judge_overhead.py``'s client) against the sidecar with a
-  one-prompt-step judge scorer (``python: bench.e2e_scorers:judge_factory``; judge max_concurrency 256)
+* ``judge`` — a judge server subprocess with 200 ms latency that counts calls (``bench/e2e_scorers.py``;
+  ``--judge-server fixed``, the default, answers from one pre-encoded reply at ~0.04 ms of CPU per call, as
+  a remote provider takes none of the sidecar's cores; ``scripted`` is the tests' aiohttp server, ~0.4 ms
+  per call on the same cores as the client measured, ~20 % of this 2-core machine at 1,000 calls/s); raw
+  aiohttp at concurrency 256 (``bench/judge_overhead.py``'s client) against the sidecar with a one-prompt-step
+  judge scorer (``python: bench.e2e_scorers:judge_factory``; judge max_concurrency 256)
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
 
