@@ -9,7 +9,10 @@ as ``key=value`` pairs):
   the last record; and ``ours``, the sidecar with the content-similarity scorer only (kafka_scores +
   prometheus sinks, OTLP off), counted from readiness (its first poll returned) to the last committed
   offset (it commits only once the score sink has confirmed every export before the commit point, so
-  under a backlog the first commit can be the last). Goal: ``ratio`` = ours / raw ≥ 0.5.
+  under a backlog the first commit can be the last). Goal: ``ratio`` = ours / raw ≥ 0.5. Also read once
+  more by the same raw consumer running ``bench/python_floor.py``'s bare scoring on every record (parse,
+  agent spans, texts, Dice, JSON; no models, metrics or produce): ``floor_ratio``, the most any Python
+  implementation of the same work could reach here in one process.
 * ``latency`` — the sidecar (content-similarity only) fed at a steady rate (1,000 traces/s for 20 s): every
   record is re-stamped right before sending so its spans end "now"; per score: arrival at a consumer of the
   score topic − the agent span's end time (also − the score record's Kafka timestamp). Scores still missing
@@ -74,6 +77,7 @@ import aiohttp  # noqa: E402
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
+from bench.python_floor import bare_score_records  # noqa: E402
 from sidecar.embedded.broker import EmbeddedBroker, create_topics  # noqa: E402
 from sidecar.embedded.traffic import TrafficGenerator  # noqa: E402
 from tests.support.sidecar_process import SidecarProcess, free_port, sidecar_config  # noqa: E402
@@ -316,7 +320,9 @@ async def drain(
 # --- throughput -------------------------------------------------------------------------------------------
 
 
-async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
+async def raw_consume(
+    bootstrap: str, topic: str, expect: int, work: Callable[[bytes], object] = ExportTraceServiceRequest.FromString
+) -> float:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         fetch_max_wait_ms=50,
@@ -328,11 +334,10 @@ async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         count, first = 0, None
-        parse = ExportTraceServiceRequest.FromString
         while count < expect:
             for records in (await consumer.getmany(timeout_ms=200, max_records=500)).values():
                 for record in records:
-                    parse(record.value)
+                    work(record.value)
                 count += len(records)
             if first is None and count:
                 first = (time.perf_counter(), count)
@@ -348,7 +353,12 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
     print(f"throughput: produced {args.traces} traces ({args.traces * 4} spans) at {produced:.0f}/s")
     raw = await raw_consume(bootstrap, topics[0], args.traces)
     print(f"throughput: raw aiokafka consume + FromString: {raw:.0f} traces/s")
-    figures: dict[str, Any] = {}
+    floor = await raw_consume(bootstrap, topics[0], args.traces, bare_score_records)
+    print(
+        f"throughput: the Python floor (same consume + bench/python_floor.py's bare scoring, no produce): "
+        f"{floor:.0f} traces/s, {floor / raw:.3f} of raw"
+    )
+    figures: dict[str, Any] = {"floor_traces_per_s": round(floor, 1), "floor_ratio": round(floor / raw, 3)}
     # The configured run, then (unless the sink is off already) the same records with prometheus only.
     # The goal figure (no suffix) is the pod as deployed on this machine: --workers processes, score sink on.
     variants: list[tuple[str, bool, str, int]] = []
