@@ -8,14 +8,12 @@ of the request), ~10x cheaper, so a load test measures the client, not its stand
 It speaks HTTP/1.1 with keep-alive and Content-Length bodies, which is what judge clients send; chunked
 request bodies and ``Expect: 100-continue`` are answered 400 (no judge client sends them).
 
-    python -m sidecar.testing.fixed_judge_server --port 0 --latency-ms 200 [--reply '{"score": 0.5}']
+    python -m sidecar.testing.judge_server --fixed --port 0 --latency-ms 200 [--reply '{"score": 0.5}']
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -147,25 +145,3 @@ class FixedJudgeServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="OpenAI-compatible judge stand-in: one fixed reply, fixed delay.")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--reply", default='{"score": 0.5}', help="message content of every reply")
-    args = parser.parse_args()
-
-    async def serve() -> None:
-        server = await FixedJudgeServer(chat_completion_body(args.reply), delay_s=args.latency_ms / 1000.0).start(
-            port=args.port
-        )
-        print(f"listening {server.port}", flush=True)
-        await asyncio.Event().wait()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
-
-
-if __name__ == "__main__":
-    main()

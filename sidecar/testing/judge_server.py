@@ -4,7 +4,8 @@ It speaks the real wire format, so the real clients (litellm, the fast HTTP tran
 scripted replies with usage and provider cost, delays, HTTP errors with Retry-After, malformed bodies.
 Replies come from a FIFO script first, then from a responder function (default: a fixed reply).
 
-Run standalone for benchmarks: ``python -m sidecar.testing.judge_server --port 8000 --latency-ms 200``.
+Run standalone for benchmarks: ``python -m sidecar.testing.judge_server --port 8000 --latency-ms 200``
+(``--fixed``: the leaner ``sidecar.testing.fixed_judge_server``, for load tests).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
 
 __all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder"]
 
@@ -185,12 +188,23 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--reply", default='{"score": 0.5}', help="message content of every reply")
+    parser.add_argument(
+        "--fixed",
+        action="store_true",
+        help="serve with sidecar.testing.fixed_judge_server: one pre-encoded reply, ~10x less CPU per request "
+        "(load tests on the machine the client runs on)",
+    )
     args = parser.parse_args()
 
     async def serve() -> None:
-        fixed = Reply(content=args.reply, delay_s=args.latency_ms / 1000.0)
-        server = await JudgeServer(lambda _body: fixed, record=False).start(port=args.port)
-        print(f"listening {server.port}", flush=True)
+        delay_s = args.latency_ms / 1000.0
+        if args.fixed:
+            lean = FixedJudgeServer(chat_completion_body(args.reply), delay_s=delay_s)
+            port = (await lean.start(port=args.port)).port
+        else:
+            fixed = Reply(content=args.reply, delay_s=delay_s)
+            port = (await JudgeServer(lambda _body: fixed, record=False).start(port=args.port)).port
+        print(f"listening {port}", flush=True)
         await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):
