@@ -34,7 +34,7 @@ __all__ = ["UNHEALTHY_FLUSHES", "ConfiguredScorer", "RuntimeLimits", "ScoringSer
 
 log = logging.getLogger(__name__)
 
-# CPU time intake spends between two yields to the event loop. A whole poll (500 records, ~150 ms) at once
+# How long intake may hold the event loop between two yields. A whole poll (500 records, ~150 ms) at once
 # would hold judge replies back for its full ingest time, and a judge call takes a few loop turns (reply,
 # slot handed over, next request sent): at a fixed judge concurrency, loop turns held by intake divide the
 # calls per second. Measured with bench/e2e.py's judge section (3 runs each, fraction of a raw client's
