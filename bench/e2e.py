@@ -561,22 +561,27 @@ def start_judge(latency_ms: float, stats: Path, kind: str) -> tuple[subprocess.P
 
 
 class Usage:
-    """CPU used by a process tree (``None``: this process) while the block runs, in cores."""
+    """CPU seconds used by a process tree (``None``: this process) while the block runs, and its wall time."""
 
     def __init__(self, pid: int | None) -> None:
         self._pid = pid
-        self.fraction = 0.0
+        self.cpu_s = self.wall_s = 0.0
 
     def _cpu(self) -> float:
         return process_cpu_s(self._pid) if self._pid is not None else time.process_time()
+
+    @property
+    def fraction(self) -> float:
+        """Cores used on average."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
     def __enter__(self) -> Usage:
         self._start = (time.monotonic(), self._cpu())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wall = time.monotonic() - self._start[0]
-        self.fraction = (self._cpu() - self._start[1]) / wall if wall > 0 else 0.0
+        self.wall_s = time.monotonic() - self._start[0]
+        self.cpu_s = self._cpu() - self._start[1]
 
 
 def judge_count(stats: Path) -> int:
@@ -641,9 +646,8 @@ async def judged_rate(
             await sidecar.wait_ready(60)
             task = asyncio.create_task(drain(sidecar, committed, args.judge_records, args.timeout_s))
             assert sidecar.process is not None
-            wall0, cpu0 = time.monotonic(), process_cpu_s(sidecar.process.pid)
-            ours = await server_rate(stats, args.judge_records, task)
-            wall, cpu = time.monotonic() - wall0, process_cpu_s(sidecar.process.pid) - cpu0
+            with Usage(sidecar.process.pid) as used:
+                ours = await server_rate(stats, args.judge_records, task)
             task.cancel()  # the rate is measured; committing the whole backlog is not needed here
             text = await sidecar.metrics_text()
             (work / f"sidecar-{workers}w-metrics.txt").write_text(text)
@@ -655,9 +659,10 @@ async def judged_rate(
         stop_sidecar(sidecar)
     print(
         f"judge: sidecar, {workers} worker(s) (one prompt step per run): {ours:.0f} judge calls/s at the server; "
-        f"sidecar CPU {cpu:.1f} s over {wall:.1f} s ({100 * cpu / wall:.0f} % of one core, all its processes)"
+        f"sidecar CPU {used.cpu_s:.1f} s over {used.wall_s:.1f} s ({100 * used.fraction:.0f} % of one core, "
+        "all its processes)"
     )
-    return {"rate": ours, "cpu_frac": cpu / wall}
+    return {"rate": ours, "cpu_frac": used.fraction}
 
 
 async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Template], work: Path) -> dict:
