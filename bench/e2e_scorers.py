@@ -20,7 +20,7 @@ from typing import Any
 
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
-from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
+from sidecar.testing.fixed_judge_server import FixedJudgeServer
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 PROMPT = "Score the answer between 0 and 1. Question: what is 2 + 2? Answer: 4."
@@ -59,8 +59,7 @@ def main() -> None:
 
     async def serve() -> None:
         if args.server == "fixed":
-            body = chat_completion_body('{"score": 0.5}')
-            fixed = await FixedJudgeServer(body, delay_s=delay_s).start(port=args.port)
+            fixed = await FixedJudgeServer(delay_s=delay_s).start(port=args.port)  # replies {"score": 0.5}
             port, count = fixed.port, lambda: fixed.calls
         else:
             scripted = await JudgeServer(responder, record=False).start(port=args.port)

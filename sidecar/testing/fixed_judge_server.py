@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
+
+from sidecar.testing.completions import chat_completion
 
 __all__ = ["FixedJudgeServer", "chat_completion_body"]
 
@@ -26,20 +27,12 @@ _MAX_BODY = 64 * 1024 * 1024
 
 def chat_completion_body(content: str, *, prompt_tokens: int = 10, completion_tokens: int = 5) -> bytes:
     """A chat.completion response body with ``content`` as the assistant's message and OpenAI-style usage."""
-    return json.dumps(
-        {
-            "id": "chatcmpl-fixed",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": "judge",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-    ).encode()
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    return json.dumps(chat_completion(content, usage=usage, completion_id="chatcmpl-fixed")).encode()
 
 
 def _response(status: str, body: bytes, *, close: bool) -> bytes:

@@ -16,7 +16,6 @@ import contextlib
 import inspect
 import itertools
 import json
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from sidecar.testing.completions import chat_completion
 from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
 
 __all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder"]
@@ -135,21 +135,13 @@ class JudgeServer:
         usage = dict(reply.usage) if reply.usage is not None else None
         if usage is not None and reply.cost is not None:
             usage["cost"] = reply.cost
-        payload: dict[str, Any] = {
-            "id": f"chatcmpl-{next(_ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "judge"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": reply.content},
-                    "finish_reason": reply.finish_reason,
-                }
-            ],
-        }
-        if usage is not None:
-            payload["usage"] = usage
+        payload = chat_completion(
+            reply.content,
+            usage=usage,
+            completion_id=f"chatcmpl-{next(_ids)}",
+            model=body.get("model", "judge"),
+            finish_reason=reply.finish_reason,
+        )
         return web.Response(
             body=json.dumps(payload).encode(),
             status=reply.status,
