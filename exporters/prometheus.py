@@ -31,11 +31,13 @@ from sidecar import __version__
 from sidecar.ingest.deadletter import DeadLetterCounter, DeadLetterReason
 from sidecar.ingest.pipeline import ProcessedRecord
 from sidecar.scoring.judge.model import JudgeModel
-from sidecar.scoring.types import JudgeCallOutcome, JudgeExecution, JudgeExecutionSuccess, JudgeUsage
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall, JudgeCallOutcome
 
 __all__ = [
     "JUDGE_CALL_DURATION_BUCKETS",
     "JUDGE_CALL_OUTCOMES",
+    "JUDGE_STATES",
     "PREFIX",
     "RUN_OUTCOMES",
     "SCORE_BUCKETS",
@@ -58,12 +60,14 @@ PREFIX: Final = "scoring_sidecar"
 
 ScorerOutcome = Literal["scored", "failed", "not_scorable", "filtered", "sampled_out", "shed", "too_large"]
 SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
-ShedReason = Literal["spend_cap", "circuit_open", "paused", "backpressure"]
+ShedReason = Literal["spend_cap", "circuit_open", "paused"]
+JudgeState = Literal["closed", "open", "half_open", "paused"]
 TokenType = Literal["input", "output", "reasoning", "cached_input", "cache_creation"]
 
 RUN_OUTCOMES: Final[tuple[str, ...]] = get_args(ScorerOutcome)
 SKIP_OUTCOMES: Final[tuple[str, ...]] = get_args(SkipOutcome)
 SHED_REASONS: Final[tuple[str, ...]] = get_args(ShedReason)
+JUDGE_STATES: Final[tuple[str, ...]] = get_args(JudgeState)
 JUDGE_CALL_OUTCOMES: Final[tuple[str, ...]] = get_args(JudgeCallOutcome)
 TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans skipped at ingest, by SkipCounts field (not scorer outcomes: internal and no_content never reach scorers).
@@ -243,7 +247,7 @@ class SidecarMetrics:
         # -- judge ----------------------------------------------------------------------------------
         self.judge_tokens = Counter(
             f"{p}_judge_tokens",
-            "Judge tokens by type, for successful and failed executions alike.",
+            "Judge tokens by type, counted when each call ends; status: success (the answer was used) or failed.",
             ["judge_model", "scorer", "type", "status"],
             registry=r,
         )
@@ -255,18 +259,48 @@ class SidecarMetrics:
             registry=r,
         )
         self.judge_calls = Counter(
-            f"{p}_judge_calls", "Judge HTTP calls by outcome.", ["judge_model", "outcome"], registry=r
+            f"{p}_judge_calls",
+            "Judge HTTP calls by outcome, counted when each call ends, whatever becomes of its run.",
+            ["judge_model", "outcome"],
+            registry=r,
         )
         self.judge_cost = Counter(
             f"{p}_judge_cost_usd",
-            "Judge cost in USD: estimated from token prices (every execution) or reported by the provider.",
+            "Judge cost in USD: estimated from token prices (every call) or reported by the provider.",
             ["judge_model", "scorer", "source"],
             registry=r,
         )
         self.judge_paused = Gauge(
             f"{p}_judge_paused",
-            "1 while calls to this judge are paused (circuit open, spend cap).",
+            "1 while calls to this judge are held (circuit open or probing, paused on an auth/quota/model "
+            "error), else 0.",
             ["judge_model"],
+            registry=r,
+        )
+        self.judge_state = Gauge(
+            f"{p}_judge_state",
+            "1 for the judge gate's current state (closed, open, half_open, paused), 0 for the others.",
+            ["judge_model", "state"],
+            registry=r,
+        )
+        self.judge_held_runs = Gauge(
+            f"{p}_judge_held_runs",
+            "Runs waiting for this judge to recover (circuit open, paused, held at the spend cap); their "
+            "records stay uncommitted.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_oldest_hold = Gauge(
+            f"{p}_judge_oldest_hold_seconds",
+            "How long the longest-waiting held run has waited for this judge (0 without holds).",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_hold_duration = Histogram(
+            f"{p}_judge_hold_seconds",
+            "Length of each finished hold: a run's wait for the judge to recover.",
+            ["judge_model"],
+            buckets=SCORE_LATENCY_BUCKETS,
             registry=r,
         )
         self.judge_spend = Gauge(
@@ -351,6 +385,10 @@ class SidecarMetrics:
         for outcome in JUDGE_CALL_OUTCOMES:
             self.judge_calls.labels(judge_model=label, outcome=outcome)
         self.judge_paused.labels(judge_model=label)
+        for state in JUDGE_STATES:
+            self.judge_state.labels(judge_model=label, state=state).set(1 if state == "closed" else 0)
+        self.judge_held_runs.labels(judge_model=label)
+        self.judge_oldest_hold.labels(judge_model=label)
         return label
 
     # -- runs -----------------------------------------------------------------------------------------
@@ -398,7 +436,9 @@ class SidecarMetrics:
         self.runs_in_flight.set(n)
 
     def observe_run(self, run: ScoredRun) -> None:
-        """Everything a finished run tells: outcome, score, end-to-end lag, duration, judge usage and cost."""
+        """Everything a finished run tells: outcome, score, end-to-end lag, duration. Its judge calls were
+        counted as each ended (``judge_call_finished``): a run's record misses the calls of runs that are
+        shed, time out or are cancelled, and the metrics must match the provider's bill."""
         target = run.request.target
         scorer, agent = run.scorer_id, run.agent_label
         self.count_run(scorer, agent, run.outcome, trace_id=target.trace_id)
@@ -408,33 +448,47 @@ class SidecarMetrics:
         if run.outcome == "scored" and run.result is not None and run.result.score is not None:
             self.observe_score(scorer, agent, run.result.score, trace_id=target.trace_id)
             self.observe_score_latency(scorer, target.end_time_unix_nano, trace_id=target.trace_id)
-        if run.result is not None and run.result.judge is not None:
-            for execution in run.result.judge.executions():
-                self.observe_judge_execution(scorer, execution)
 
     # -- judge ----------------------------------------------------------------------------------------
-    def observe_judge_execution(self, scorer: str, execution: JudgeExecution) -> None:
-        """Tokens (both statuses), calls by outcome and their durations, estimated and provider cost."""
-        model = self.register_judge(judge_model_label(execution.judge_model_id, execution.judge_provider))
-        usage: JudgeUsage | None = execution.usage  # summed over the execution's responses (calls carry the same)
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        """One judge HTTP call ended (``JudgeCallObserver``): the call by outcome, its duration, its tokens
+        (``status`` success when its answer was used), estimated and provider-reported cost."""
+        label = self.register_judge(model)
+        self._child(self.judge_calls, label, call.outcome).inc()
+        self._child(self.judge_call_duration, label, call.outcome).observe(max(0.0, call.duration_s))
+        scorer = request.scorer
+        usage = call.usage
         if usage is not None:
+            status = "success" if call.outcome == "ok" else "failed"
             for field, token_type in _USAGE_FIELDS:
                 tokens: int | None = getattr(usage, field)
-                if tokens is not None and tokens >= 0:
-                    self._child(self.judge_tokens, model, scorer, token_type, execution.status).inc(tokens)
-        for call in execution.calls:
-            self._child(self.judge_calls, model, call.outcome).inc()
-            self._child(self.judge_call_duration, model, call.outcome).observe(max(0.0, call.duration_s))
-        estimated = execution.estimated_cost_usd
+                if tokens:
+                    self._child(self.judge_tokens, label, scorer, token_type, status).inc(tokens)
+        estimated = call.estimated_cost_usd
         if estimated is not None and math.isfinite(estimated) and estimated >= 0:
-            self._child(self.judge_cost, model, scorer, "estimated").inc(estimated)
-        if isinstance(execution, JudgeExecutionSuccess) and execution.cost is not None:
-            cost = execution.cost
-            if cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
-                self._child(self.judge_cost, model, scorer, "provider").inc(cost.amount)
+            self._child(self.judge_cost, label, scorer, "estimated").inc(estimated)
+        cost = call.provider_cost
+        if cost is not None and cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
+            self._child(self.judge_cost, label, scorer, "provider").inc(cost.amount)
 
-    def set_judge_paused(self, judge_model: JudgeModel | str, paused: bool) -> None:
-        self._child(self.judge_paused, self.register_judge(judge_model)).set(1 if paused else 0)
+    def set_judge_state(self, judge_model: JudgeModel | str, state: JudgeState) -> None:
+        """The gate's state: ``judge_state`` one-hot, and ``judge_paused`` 1 in every state that holds calls."""
+        _check(state, JUDGE_STATES, "judge state")
+        label = self.register_judge(judge_model)
+        for each in JUDGE_STATES:
+            self._child(self.judge_state, label, each).set(1 if each == state else 0)
+        self._child(self.judge_paused, label).set(0 if state == "closed" else 1)
+
+    def track_judge_holds(
+        self, judge_model: JudgeModel | str, held: Callable[[], int], oldest_s: Callable[[], float]
+    ) -> None:
+        """Held runs and the oldest hold's age, read from the judge's gate at scrape time."""
+        label = self.register_judge(judge_model)
+        self._child(self.judge_held_runs, label).set_function(lambda: float(held()))
+        self._child(self.judge_oldest_hold, label).set_function(lambda: float(oldest_s()))
+
+    def observe_judge_hold(self, judge_model: JudgeModel | str, seconds: float) -> None:
+        self._child(self.judge_hold_duration, self.register_judge(judge_model)).observe(max(0.0, seconds))
 
     def set_judge_spend(self, judge_model: JudgeModel | str, spent_usd: float, cap_usd: float | None = None) -> None:
         """Spend within the current cap window (and the cap, when one is configured)."""

@@ -438,7 +438,14 @@ async def run_eval(
         known = ", ".join(s.id for s in settings.scorers)
         raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
     judge_models = settings.judge_models()
-    install_gates({name: (model, _gate_config(settings, name)) for name, model in judge_models.items()})
+    # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
+    hold_s = settings.runtime.run_timeout_s
+    install_gates(
+        {
+            name: (model, _gate_config(settings, name).model_copy(update={"max_hold_s": hold_s}))
+            for name, model in judge_models.items()
+        }
+    )
     scorers = build_scorers(settings)
     tallies = {s.id: ScorerTally(s.id, scale=s.scale) for s in settings.scorers}
     work = [(scorers[s.id], item) for item in items for s in settings.scorers]

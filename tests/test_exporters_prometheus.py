@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
+import socket
 import time
 from collections import Counter as Tally
 from collections import defaultdict
@@ -41,6 +44,7 @@ from sidecar.scoring import (
     create_scorer,
     not_scorable,
 )
+from sidecar.scoring.judge.client import JudgeClient, install_judge_client
 from sidecar.scoring.types import JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.runs import scored_run_of
@@ -130,9 +134,15 @@ def executions(runs: Iterable[ScoredRun]) -> list[tuple[str, JudgeExecution]]:
     ]
 
 
-async def real_runs(judge_server: JudgeServer) -> list[ScoredRun]:
+def observed(model: JudgeModel, metrics: SidecarMetrics) -> JudgeModel:
+    """The model's client reports every call to ``metrics``, as the runtime wires it."""
+    install_judge_client(JudgeClient(model, observers=[metrics]))
+    return model
+
+
+async def real_runs(judge_server: JudgeServer, metrics: SidecarMetrics) -> list[ScoredRun]:
     """Every judge call outcome, a failed run with usage, a failed run without, provider cost, a 0–10 scorer."""
-    model = judge_model(judge_server)
+    model = observed(judge_model(judge_server), metrics)
     usage = {
         "prompt_tokens": 100,
         "completion_tokens": 20,
@@ -155,8 +165,22 @@ async def real_runs(judge_server: JudgeServer) -> list[ScoredRun]:
     # Server errors, retried once: failed, no usage.
     judge_server.script(Reply.error(500, "boom"), Reply.error(500, "boom"))
     runs.append(await scored_run(verdict_scorer(model)))
+    # A judge nobody listens for: refused connections, retried once, failed.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    dead = observed(judge_model(judge_server, api_base=f"http://127.0.0.1:{dead_port}/v1"), metrics)
+    runs.append(await scored_run(verdict_scorer(dead)))
+    # A run cancelled mid-call (shutdown, rebalance): no ScoredRun, but the call is counted.
+    judge_server.script(Reply.json({"verdict": "yes", "confidence": 1.0}, delay_s=2.0))
+    abandoned = asyncio.ensure_future(scored_run(verdict_scorer(model)))
+    await asyncio.sleep(0.3)  # the request is at the judge, which answers after 2 s
+    abandoned.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await abandoned
+    judge_server.reset()
     # A timeout, then a good answer.
-    slow = judge_model(judge_server, timeout_s=0.1)
+    slow = observed(judge_model(judge_server, timeout_s=0.1), metrics)
     judge_server.script(
         Reply.json({"verdict": "yes", "confidence": 1.0}, delay_s=0.4),
         Reply.json({"verdict": "yes", "confidence": 0.5}),
@@ -193,10 +217,12 @@ def has_series(samples: Sequence[Sample], name: str, **labels: str) -> bool:
 
 
 async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server: JudgeServer) -> None:
-    runs = await real_runs(judge_server)
+    metrics = SidecarMetrics(scales={"rating": 10})
+    runs = await real_runs(judge_server, metrics)
     assert [r.outcome for r in runs] == [
         "scored",
         "scored",
+        "failed",
         "failed",
         "failed",
         "scored",
@@ -204,7 +230,6 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
         "scored",
         "not_scorable",
     ]
-    metrics = SidecarMetrics(scales={"rating": 10})
     sink = PrometheusSink(metrics)
     await sink.start()
     for run in runs:
@@ -226,7 +251,7 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
     failed_with_usage = [e for _, e in pairs if isinstance(e, JudgeExecutionFailure) and e.usage is not None]
     assert failed_with_usage, "the invalid-JSON run must leave a failed execution with usage"
 
-    # Tokens: the sums of the executions' usage, by scorer, type and status (failed executions included).
+    # Tokens: the sums of the calls' usage, by scorer, type and status (success: the call's answer was used).
     fields = {
         "input": "input_tokens",
         "output": "output_tokens",
@@ -236,10 +261,12 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
     }
     expected_tokens: dict[tuple[str, str, str], int] = defaultdict(int)
     for scorer, execution in pairs:
-        if execution.usage is None:
-            continue
-        for token_type, field in fields.items():
-            expected_tokens[(scorer, token_type, execution.status)] += getattr(execution.usage, field) or 0
+        for call in execution.calls:
+            if call.usage is None:
+                continue
+            status = "success" if call.outcome == "ok" else "failed"
+            for token_type, field in fields.items():
+                expected_tokens[(scorer, token_type, status)] += getattr(call.usage, field) or 0
     assert expected_tokens[("verdict", "reasoning", "success")] == 8
     assert expected_tokens[("verdict", "cached_input", "success")] == 40
     assert expected_tokens[("verdict", "input", "failed")] == 20
@@ -255,9 +282,9 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
         assert got == tokens, (scorer, token_type, run_status)
     assert value(samples, "scoring_sidecar_judge_tokens_total") == sum(expected_tokens.values())
 
-    # Cost: estimated on every execution that has an estimate (failed too), provider-reported when given.
+    # Cost: estimated on every call that has an estimate (failed too), provider-reported when given.
     for scorer in ("verdict", "rating"):
-        estimated = sum(e.estimated_cost_usd or 0.0 for s, e in pairs if s == scorer)
+        estimated = sum(c.estimated_cost_usd or 0.0 for s, e in pairs if s == scorer for c in e.calls)
         provider = sum(
             e.cost.amount for s, e in pairs if s == scorer and isinstance(e, JudgeExecutionSuccess) and e.cost
         )
@@ -271,8 +298,10 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
     assert any(isinstance(e, JudgeExecutionFailure) and e.estimated_cost_usd for _, e in pairs)
     assert value(samples, "scoring_sidecar_judge_cost_usd_total", source="provider") == pytest.approx(0.001)
 
-    # Calls by outcome, one per HTTP call; the duration histogram counts the same calls.
+    # Calls by outcome, one per HTTP call, the cancelled one included (it has no run record); the duration
+    # histogram counts the same calls.
     calls: Tally[str] = Tally(call.outcome for _, e in pairs for call in e.calls)
+    calls["cancelled"] += 1
     assert set(calls) == set(JUDGE_CALL_OUTCOMES)  # every outcome happened for real
     for outcome in JUDGE_CALL_OUTCOMES:
         assert value(samples, "scoring_sidecar_judge_calls_total", judge_model=label, outcome=outcome) == calls[outcome]
@@ -281,7 +310,13 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
             == calls[outcome]
         )
     total_duration = sum(call.duration_s for _, e in pairs for call in e.calls)
-    assert value(samples, "scoring_sidecar_judge_call_duration_seconds_sum") == pytest.approx(total_duration)
+    cancelled_duration = value(
+        samples, "scoring_sidecar_judge_call_duration_seconds_sum", judge_model=label, outcome="cancelled"
+    )
+    assert 0 < cancelled_duration < 2
+    assert value(samples, "scoring_sidecar_judge_call_duration_seconds_sum") == pytest.approx(
+        total_duration + cancelled_duration
+    )
     bounds = {float(s.labels["le"]) for s in samples if s.name == "scoring_sidecar_judge_call_duration_seconds_bucket"}
     assert bounds == {*JUDGE_CALL_DURATION_BUCKETS, float("inf")}
 
@@ -305,7 +340,7 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
     for (scorer, agent, outcome), n in outcomes.items():
         got = value(samples, "scoring_sidecar_scorer_runs_total", scorer=scorer, agent=agent, outcome=outcome)
         assert got == n, (scorer, agent, outcome)
-    assert value(samples, "scoring_sidecar_scorer_runs_total", outcome="failed") == 2
+    assert value(samples, "scoring_sidecar_scorer_runs_total", outcome="failed") == 3
     assert value(samples, "scoring_sidecar_scorer_runs_total", outcome="not_scorable") == 1
 
     # End-to-end lag: observed for scored runs only, about the span's age.
@@ -322,8 +357,8 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
 
 
 async def test_openmetrics_carries_trace_ids_as_exemplars(judge_server: JudgeServer) -> None:
-    runs = await real_runs(judge_server)
     metrics = SidecarMetrics(scales={"rating": 10})
+    runs = await real_runs(judge_server, metrics)
     sink = PrometheusSink(metrics)
     for run in runs:
         await sink.submit(run)
@@ -389,7 +424,7 @@ async def test_runtime_metrics_and_dead_letters() -> None:
     metrics.run_started()
     metrics.run_finished()
     judge = JudgeModel(model="gpt-4o-mini")
-    metrics.set_judge_paused(judge, True)
+    metrics.set_judge_state(judge, "open")
     metrics.set_judge_spend(judge, 4.5, cap_usd=5.0)
     metrics.count_judge_shed(judge, "spend_cap", 3, scorer="verdict")
     letters.add([DeadLetter(DeadLetterReason.DECODE_ERROR)])  # read at scrape time
@@ -415,6 +450,8 @@ async def test_runtime_metrics_and_dead_letters() -> None:
     assert value(samples, runs, scorer="verdict", outcome="shed") == 3
     assert value(samples, "scoring_sidecar_runs_in_flight") == 1
     assert value(samples, "scoring_sidecar_judge_paused", judge_model=MODEL) == 1
+    assert value(samples, "scoring_sidecar_judge_state", judge_model=MODEL, state="open") == 1
+    assert value(samples, "scoring_sidecar_judge_state", judge_model=MODEL) == 1  # one-hot
     assert value(samples, "scoring_sidecar_judge_spend_usd", judge_model=MODEL) == 4.5
     assert value(samples, "scoring_sidecar_judge_spend_cap_usd", judge_model=MODEL) == 5.0
     assert value(samples, "scoring_sidecar_judge_shed_total", judge_model=MODEL, reason="spend_cap") == 3
@@ -423,8 +460,13 @@ async def test_runtime_metrics_and_dead_letters() -> None:
         assert has_series(samples, "scoring_sidecar_judge_calls_total", judge_model=MODEL, outcome=outcome)
     assert value(samples, "scoring_sidecar_build_info", version="9.9.9") == 1
 
-    metrics.set_judge_paused(MODEL, False)
+    metrics.set_judge_state(MODEL, "half_open")  # still holding calls
+    assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 1
+    metrics.set_judge_state(MODEL, "closed")
     assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 0
+    assert (
+        metrics.registry.get_sample_value("scoring_sidecar_judge_state", {"judge_model": MODEL, "state": "closed"}) == 1
+    )
 
 
 def test_bounded_label_values_are_checked() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,9 +14,13 @@ from pydantic import SecretStr
 
 from sidecar.runtime.judge_gate import GateConfig, GateState, JudgeGate, install_gates
 from sidecar.scoring import JudgeExecutionFailure, ScorerRunError, ScorerRunResult, create_scorer
+from sidecar.scoring.deadline import run_deadline
 from sidecar.scoring.judge.client import JudgeClient, install_judge_client, judge_client
 from sidecar.scoring.judge.errors import JudgeUnavailableError
 from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.steps import GeneratedScore
+from sidecar.scoring.types import JudgeCall
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 JUDGE = "openai/gpt-4o-mini"
@@ -41,12 +46,14 @@ class Events:
         self.states: list[tuple[str, GateState]] = []
         self.spend: list[tuple[str, float, float | None]] = []
         self.shed: list[tuple[str, str]] = []
+        self.holds: list[float] = []
 
     def kwargs(self) -> dict[str, Any]:
         return {
             "on_state_change": lambda judge, state: self.states.append((judge, state)),
             "on_spend": lambda judge, spent, cap: self.spend.append((judge, spent, cap)),
             "on_shed": lambda judge, reason: self.shed.append((judge, reason)),
+            "on_hold": lambda judge, seconds: self.holds.append(seconds),
         }
 
 
@@ -126,19 +133,21 @@ async def test_concurrency_limit_is_never_exceeded(judge_server: JudgeServer, re
     assert gate.in_flight == 0 and gate.state == "closed"
 
 
-async def test_waiting_for_a_slot_past_max_wait_is_shed_as_backpressure(
+async def test_a_queued_call_waits_for_its_slot_outside_the_run_deadline(
     judge_server: JudgeServer, request: pytest.FixtureRequest
 ) -> None:
     judge_server.reset(lambda body: Reply(delay_s=0.3))
     events = Events()
-    model, gate = gated(judge_server, request, GateConfig(max_concurrency=1, max_wait_s=0.05), **events.kwargs())
+    model, gate = gated(judge_server, request, GateConfig(max_concurrency=1), **events.kwargs())
     slow = asyncio.ensure_future(run(model))
     await asyncio.sleep(0.05)  # the first call holds the only slot
-    await refused(model, "backpressure")
+    # The second run queues ~0.25 s for the slot and takes 0.3 s at the judge: over its 0.4 s deadline only if
+    # the queue counted.
+    async with run_deadline(0.4):
+        assert (await run(model)).score == 1.0
     assert (await slow).score == 1.0
-    assert len(judge_server.requests) == 1
-    assert gate.shed["backpressure"] == 1 and events.shed == [(JUDGE, "backpressure")]
-    assert gate.in_flight == 0
+    assert len(judge_server.requests) == 2 and events.shed == [] and gate.in_flight == 0
+    assert gate.held == 0  # a queue for a slot is not a hold
 
 
 async def test_rpm_bucket_spaces_calls(judge_server: JudgeServer, request: pytest.FixtureRequest) -> None:
@@ -166,7 +175,7 @@ async def test_tpm_bucket_reconciles_with_reported_usage(
         sleeps.append(seconds)
 
     # 100 tokens/s, burst 1000; a call reserves its prompt / 4 + 100 expected output tokens.
-    config = GateConfig(tpm=6000, tpm_burst=1000, expected_output_tokens=100, max_wait_s=5)
+    config = GateConfig(tpm=6000, tpm_burst=1000, expected_output_tokens=100)
     model, _ = gated(judge_server, request, config, clock=clock, sleep=fake_sleep)
     # The usage reported was small: the estimate is refunded, the next calls go at once.
     for _ in range(3):
@@ -175,10 +184,18 @@ async def test_tpm_bucket_reconciles_with_reported_usage(
     # A call that used 2000 tokens puts the bucket 1000 tokens in debt: the next call would wait > 10 s.
     judge_server.script(Reply(usage={"prompt_tokens": 1900, "completion_tokens": 100, "total_tokens": 2000}))
     await run(model)
-    await refused(model, "backpressure")
+    assert (await run(model)).score == 1.0  # waited for its tokens instead of failing
+    assert len(sleeps) == 1 and sleeps[0] > 10
     clock.advance(20)  # refilled
     assert (await run(model)).score == 1.0
-    assert sleeps == [] and len(judge_server.requests) == 5
+    assert len(sleeps) == 1 and len(judge_server.requests) == 6
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +208,7 @@ async def test_tpm_bucket_reconciles_with_reported_usage(
         (429, "insufficient_quota", "PaymentRequiredError"),
     ],
 )
-async def test_fatal_error_pauses_the_judge_until_resume(
+async def test_fatal_error_pauses_the_judge_and_holds_runs_until_resume(
     judge_server: JudgeServer,
     request: pytest.FixtureRequest,
     caplog: pytest.LogCaptureFixture,
@@ -203,112 +220,136 @@ async def test_fatal_error_pauses_the_judge_until_resume(
     model, gate = gated(judge_server, request, GateConfig(pause_recheck_s=None), **events.kwargs())
     judge_server.script(Reply.error(status, "nope", code=code))
     with caplog.at_level(logging.INFO, logger="sidecar.runtime.judge_gate"):
-        cause, execution = await fails_with(model)
-        assert type(cause).__name__ == error_name and execution.error.name == error_name
+        # The run whose call met the error, and two later ones, wait; no further request reaches the provider.
+        runs = [asyncio.ensure_future(run(model))]
+        await until(lambda: gate.held == 1)
+        runs += [asyncio.ensure_future(run(model)) for _ in range(2)]
+        await until(lambda: gate.held == 3)
         assert gate.state == "paused" and events.states == [(JUDGE, "paused")]
-        assert gate.refusal_reason() == "paused"
-        # Paused: the next runs fail fast, and no request reaches the provider.
-        await refused(model, "paused")
-        await refused(model, "paused")
-        assert len(judge_server.requests) == 1
-        assert gate.shed["paused"] == 2
+        assert gate.hold_reason() == "paused"
+        await asyncio.sleep(0.1)
+        assert len(judge_server.requests) == 1 and not any(r.done() for r in runs)
         gate.resume()
-        assert gate.state == "closed" and events.states[-1] == (JUDGE, "closed")
-        assert (await run(model)).score == 1.0
-    assert len(judge_server.requests) == 2
+        results = await asyncio.gather(*runs)
+    assert [r.score for r in results] == [1.0] * 3
+    assert gate.state == "closed" and events.states[-1] == (JUDGE, "closed")
+    assert len(judge_server.requests) == 4 and gate.held == 0 and events.shed == []
+    assert len(events.holds) == 3 and all(seconds >= 0.1 for seconds in events.holds)
+    first = results[0].judge.generate_score.executions[0]  # type: ignore[union-attr]
+    assert [c.outcome for c in first.calls] == ["error", "ok"] and first.attempt_count == 1
     pauses = [r for r in caplog.records if " paused: " in r.getMessage()]
     assert len(pauses) == 1 and pauses[0].levelno == logging.ERROR
     assert error_name in pauses[0].getMessage() and JUDGE in pauses[0].getMessage()
+    assert "SIGUSR1" in pauses[0].getMessage()
     assert "SECRET" not in caplog.text
 
 
 async def test_paused_judge_rechecks_with_one_probe(judge_server: JudgeServer, request: pytest.FixtureRequest) -> None:
-    clock = FakeClock()
     events = Events()
-    model, gate = gated(judge_server, request, GateConfig(pause_recheck_s=60), clock=clock, **events.kwargs())
-    judge_server.script(Reply.error(401, "bad key"))
-    await fails_with(model)
-    clock.advance(59)
-    await refused(model, "paused")
-    clock.advance(2)
-    judge_server.script(Reply.error(401, "still bad"))
-    cause, _ = await fails_with(model)  # the re-check call went out, and failed: paused again
-    assert type(cause).__name__ == "AuthenticationError"
-    assert gate.state == "paused"
-    await refused(model, "paused")  # the pause clock restarted
-    clock.advance(61)
-    assert (await run(model)).score == 1.0  # re-check succeeded: closed
+    model, gate = gated(judge_server, request, GateConfig(pause_recheck_s=0.3), **events.kwargs())
+    judge_server.script(Reply.error(401, "bad key"), Reply.error(401, "still bad"))
+    held = asyncio.ensure_future(run(model))
+    await until(lambda: gate.state == "paused")
+    await asyncio.sleep(0.1)
+    assert len(judge_server.requests) == 1  # waiting for the re-check
+    # First re-check fails (paused again, clock restarted); the second succeeds: closed, the run scored.
+    assert (await held).score == 1.0
     assert gate.state == "closed"
     assert [s for _, s in events.states] == ["paused", "half_open", "paused", "half_open", "closed"]
     assert len(judge_server.requests) == 3
 
 
-async def test_circuit_opens_after_consecutive_failures_then_probes(
+async def test_circuit_opens_holds_and_closes_on_a_probe(
     judge_server: JudgeServer, request: pytest.FixtureRequest
 ) -> None:
-    clock = FakeClock()
     events = Events()
-    config = GateConfig(failure_threshold=3, reset_after_s=10)
-    model, gate = gated(judge_server, request, config, clock=clock, **events.kwargs())
-    # 429s and request errors say nothing about the judge's health: they never open the circuit.
-    judge_server.script(*[Reply.error(429, "slow down")] * 3, Reply.error(400, "bad request"))
-    for _ in range(4):
-        await fails_with(model)
-    assert gate.state == "closed"
-    judge_server.script(*[Reply.error(500, "boom")] * 3)
-    for _ in range(3):
-        cause, _ = await fails_with(model)
-        assert type(cause).__name__ == "InternalServerError"
-    assert gate.state == "open"
-    await refused(model, "circuit_open")
-    assert len(judge_server.requests) == 7
-    # Half-open: one probe; it fails, the circuit opens again for another reset_after_s.
-    clock.advance(10)
-    judge_server.script(Reply.error(503, "still down"))
-    await fails_with(model)
-    assert gate.state == "open"
-    clock.advance(5)
-    await refused(model, "circuit_open")
-    # The next probe succeeds: closed, and calls flow again.
-    clock.advance(5)
+    config = GateConfig(failure_threshold=3, reset_after_s=0.3)
+    model, gate = gated(judge_server, request, config, **events.kwargs())
+    # 429s say nothing about the judge's health: they never open the circuit (and never fail a gated run).
+    judge_server.script(*[Reply.error(429, "slow down")] * 3)
     assert (await run(model)).score == 1.0
-    assert gate.state == "closed"
-    assert (await run(model)).score == 1.0
+    assert gate.state == "closed" and len(judge_server.requests) == 4
+    # A request error fails the run at once, and does not open the circuit either.
+    judge_server.script(Reply.error(400, "bad request"))
+    cause, _ = await fails_with(model)
+    assert type(cause).__name__ == "BadRequestError" and gate.state == "closed"
+    # An outage: the run is held through it (its retries do not count: nobody is answered), never failed.
+    judge_server.reset()
+    judge_server.script(*[Reply.error(500, "boom")] * 3, Reply.error(503, "still down"))
+    started = time.monotonic()
+    result = await run(model)
+    assert result.score == 1.0
+    assert time.monotonic() - started >= 0.6  # two reset_after_s waits: the first probe failed
     assert [s for _, s in events.states] == ["open", "half_open", "open", "half_open", "closed"]
-    assert len(judge_server.requests) == 10
-    assert gate.shed["circuit_open"] == 2
+    execution = result.judge.generate_score.executions[0]  # type: ignore[union-attr]
+    assert [c.outcome for c in execution.calls] == ["error"] * 4 + ["ok"]
+    assert execution.attempt_count == 1 and len(judge_server.requests) == 5
+    assert events.shed == [] and gate.held == 0
 
 
-async def test_only_one_probe_while_half_open(judge_server: JudgeServer, request: pytest.FixtureRequest) -> None:
-    clock = FakeClock()
-    model, gate = gated(judge_server, request, GateConfig(failure_threshold=1, reset_after_s=10), clock=clock)
+async def test_a_request_that_fails_while_the_judge_answers_others_uses_up_its_retries(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    async def responder(body: dict[str, Any]) -> Reply:
+        if "poison" in body["messages"][-1]["content"]:
+            await asyncio.sleep(0.05)  # others are answered while it is in flight
+            return Reply.error(500, "this request breaks the judge")
+        return Reply()
+
+    judge_server.reset(responder)
+    model, gate = gated(judge_server, request, GateConfig(failure_threshold=100))
+    model = model.model_copy(update={"max_retries": 2})
+    install_judge_client(JudgeClient(model, gate=gate))
+    stop = asyncio.Event()
+
+    async def healthy_traffic() -> None:
+        while not stop.is_set():
+            assert (await run(model)).score == 1.0
+
+    traffic = asyncio.ensure_future(healthy_traffic())
+    poisoned = scorer(model)
+    with pytest.raises(ScorerRunError) as caught:
+        await poisoned.run(input="q", output="poison")
+    stop.set()
+    await traffic
+    assert type(caught.value.__cause__).__name__ == "InternalServerError"
+    execution = caught.value.result.judge.generate_score.executions[-1]  # type: ignore[union-attr]
+    assert [c.outcome for c in execution.calls] == ["error"] * 3  # max_retries + 1 tries
+    assert gate.state == "closed" and gate.held == 0
+
+
+async def test_held_calls_wait_for_the_probe_instead_of_failing(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    model, gate = gated(judge_server, request, GateConfig(failure_threshold=1, reset_after_s=0.2))
     judge_server.script(Reply.error(500, "boom"))
-    await fails_with(model)
-    assert gate.state == "open"
-    clock.advance(10)
-    judge_server.reset(lambda body: Reply(delay_s=0.2))
-    probe = asyncio.ensure_future(run(model))
-    await asyncio.sleep(0.05)
-    assert gate.state == "half_open" and gate.in_flight == 1
-    await refused(model, "circuit_open")  # everyone else waits for the probe's verdict
-    assert (await probe).score == 1.0
-    assert gate.state == "closed" and len(judge_server.requests) == 1
+    first = asyncio.ensure_future(run(model))
+    await until(lambda: gate.state == "open")
+    probe_started = asyncio.Event()
+
+    async def slow_probe(body: dict[str, Any]) -> Reply:
+        probe_started.set()
+        await asyncio.sleep(0.3)
+        return Reply()
+
+    judge_server.reset(slow_probe)
+    others = [asyncio.ensure_future(run(model)) for _ in range(5)]
+    await probe_started.wait()
+    await asyncio.sleep(0.1)
+    assert gate.state == "half_open" and gate.in_flight == 1 and gate.held == 5
+    assert len(judge_server.requests) == 1  # the probe alone
+    results = await asyncio.gather(first, *others)
+    assert [r.score for r in results] == [1.0] * 6
+    assert gate.state == "closed" and len(judge_server.requests) == 6 and gate.shed == {}
 
 
 async def test_cancelled_probe_lets_the_next_call_probe(
     judge_server: JudgeServer, request: pytest.FixtureRequest
 ) -> None:
-    clock = FakeClock()
-    model, gate = gated(
-        judge_server, request, GateConfig(max_concurrency=1, failure_threshold=1, reset_after_s=10), clock=clock
-    )
-    judge_server.script(Reply.error(500, "boom"))
-    await fails_with(model)
-    clock.advance(10)
-    judge_server.script(Reply(delay_s=1.0))
+    model, gate = gated(judge_server, request, GateConfig(max_concurrency=1, failure_threshold=1, reset_after_s=0.1))
+    judge_server.script(Reply.error(500, "boom"), Reply(delay_s=1.0))
     probe = asyncio.ensure_future(run(model))
-    await asyncio.sleep(0.05)
-    assert gate.state == "half_open" and gate.in_flight == 1
+    await until(lambda: gate.state == "half_open" and gate.in_flight == 1)
     probe.cancel()
     with pytest.raises(asyncio.CancelledError):
         await probe
@@ -316,6 +357,28 @@ async def test_cancelled_probe_lets_the_next_call_probe(
     assert gate.in_flight == 0 and gate.state == "open"
     assert (await run(model)).score == 1.0
     assert gate.state == "closed"
+
+
+async def test_a_bounded_hold_gives_up_with_the_state_that_held_it(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    config = GateConfig(failure_threshold=1, reset_after_s=30, max_hold_s=0.2)
+    model, gate = gated(judge_server, request, config)
+    judge_server.script(Reply.error(500, "boom"))
+    cause, _ = await fails_with(model)
+    assert gate.state == "open"
+    started = time.monotonic()
+    await refused(model, "circuit_open")
+    assert 0.15 <= time.monotonic() - started < 2
+    # A paused judge is refused at once by a bounded hold: nobody will fix the key within it.
+    judge_server.reset()
+    gate.resume()
+    judge_server.script(Reply.error(401, "bad key"))
+    cause, _ = await fails_with(model)
+    assert type(cause).__name__ == "AuthenticationError"
+    started = time.monotonic()
+    await refused(model, "paused")
+    assert time.monotonic() - started < 0.1
 
 
 async def test_spend_cap_sheds_until_the_window_rolls(
@@ -335,7 +398,7 @@ async def test_spend_cap_sheds_until_the_window_rolls(
     assert [round(spent / COST_PER_CALL, 6) for _, spent, _ in events.spend] == [1, 2, 3]
     assert all(cap == config.spend_cap_usd for _, _, cap in events.spend)
     await refused(model, "spend_cap")
-    assert gate.refusal_reason() == "spend_cap" and len(judge_server.requests) == 3
+    assert gate.hold_reason() == "spend_cap" and len(judge_server.requests) == 3
     # Rolling window: the first call's spend leaves it at t+60, taking the total under the cap.
     clock.advance(35)
     await refused(model, "spend_cap")
@@ -344,6 +407,20 @@ async def test_spend_cap_sheds_until_the_window_rolls(
     assert (await run(model)).score == 1.0
     assert gate.shed["spend_cap"] == 2 and events.shed == [(JUDGE, "spend_cap")] * 2
     assert gate.state == "closed"  # the spend cap is not a circuit state
+
+
+async def test_spend_cap_hold_policy_waits_for_the_window(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    events = Events()
+    config = GateConfig(spend_cap_usd=2.5 * COST_PER_CALL, spend_window_s=0.5, on_spend_cap="hold")
+    model, gate = gated(judge_server, request, config, **events.kwargs())
+    started = time.monotonic()
+    results = [await run(model) for _ in range(4)]  # the fourth waits for the first call's spend to expire
+    assert [r.score for r in results] == [1.0] * 4
+    assert time.monotonic() - started >= 0.45
+    assert events.shed == [] and len(events.holds) == 1 and events.holds[0] >= 0.3
+    assert len(judge_server.requests) == 4 and gate.held == 0
 
 
 async def test_install_gates_registers_gated_clients(judge_server: JudgeServer, request: pytest.FixtureRequest) -> None:
@@ -370,13 +447,91 @@ async def test_callback_errors_do_not_break_the_gate(
         raise RuntimeError("metrics are down")
 
     model, gate = gated(
-        judge_server, request, GateConfig(failure_threshold=1), on_state_change=explode, on_spend=explode
+        judge_server,
+        request,
+        GateConfig(failure_threshold=1, reset_after_s=0.05),
+        on_state_change=explode,
+        on_spend=explode,
+        on_hold=explode,
     )
     assert (await run(model)).score == 1.0
     judge_server.script(Reply.error(500, "boom"))
-    await fails_with(model)
-    assert gate.state == "open"
+    assert (await run(model)).score == 1.0  # held through the open circuit, then scored
+    assert gate.state == "closed"
     assert "judge gate callback failed" in caplog.text
+
+
+class CallLog:
+    """A ``JudgeCallObserver``: every call the client reports."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, JudgeCall]] = []
+
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        self.calls.append((request.scorer, request.step, call))
+
+
+async def test_every_call_is_reported_once_whatever_becomes_of_its_run(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    served = {"requests": 0, "input": 0, "output": 0}
+    replies = itertools.cycle(
+        [
+            Reply.error(429, "slow down"),
+            Reply.error(500, "boom"),
+            Reply(content="not json at all", usage={"prompt_tokens": 7, "completion_tokens": 3}),
+            Reply(usage={"prompt_tokens": 11, "completion_tokens": 2}),
+        ]
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        reply = next(replies)
+        served["requests"] += 1
+        if reply.status == 200 and reply.usage:
+            served["input"] += reply.usage["prompt_tokens"]
+            served["output"] += reply.usage["completion_tokens"]
+        return reply
+
+    judge_server.reset(responder)
+    log = CallLog()
+    model = judge_model(judge_server, request, max_retries=5)
+    gate = JudgeGate(model, GateConfig(failure_threshold=100))
+    install_judge_client(JudgeClient(model, gate=gate, observers=[log]))
+    analyzer = (
+        create_scorer(id="counted", judge={"model": model})
+        .analyze(
+            description="verdict", create_prompt=lambda ctx: f"judge {ctx.run.output}", output_schema=GeneratedScore
+        )
+        .generate_score(lambda ctx: ctx.results.analyze_step_result.score)
+    )
+    # Some runs fail (two unusable answers in a row); their calls count all the same.
+    await asyncio.gather(*(analyzer.run(input="q", output=f"a{i}") for i in range(12)), return_exceptions=True)
+    assert len(judge_server.requests) == served["requests"]
+    # A run cancelled mid-call (a rebalance, shutdown) still reports its call.
+    judge_server.reset(lambda body: Reply(delay_s=1.0))
+    cancelled = asyncio.ensure_future(analyzer.run(input="q", output="late"))
+    await until(lambda: len(judge_server.requests) == 1)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    outcomes = [call.outcome for _, _, call in log.calls]
+    assert len(outcomes) == served["requests"] + 1
+    assert outcomes[-1] == "cancelled" and {"rate_limited", "error", "invalid_output", "ok"} <= set(outcomes)
+    assert sum((c.usage.input_tokens or 0) for _, _, c in log.calls if c.usage) == served["input"]
+    assert sum((c.usage.output_tokens or 0) for _, _, c in log.calls if c.usage) == served["output"]
+    assert {(scorer_id, step) for scorer_id, step, _ in log.calls} == {("counted", "analyze")}
+    assert all(c.estimated_cost_usd for _, _, c in log.calls if c.usage)
+    assert gate.in_flight == 0
+
+
+async def test_the_run_deadline_does_not_count_time_held(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    model, gate = gated(judge_server, request, GateConfig(failure_threshold=1, reset_after_s=0.5))
+    judge_server.script(Reply.error(503, "down"))
+    async with run_deadline(0.3):  # shorter than the hold
+        assert (await run(model)).score == 1.0
+    assert gate.state == "closed"
 
 
 async def test_calls_in_flight_count_against_the_spend_cap(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import gc
 import logging
 import os
@@ -15,7 +17,7 @@ from exporters.http_server import MetricsServer
 from exporters.kafka_scores import KafkaScoreSink
 from exporters.otlp import OtlpTraceSink
 from exporters.prometheus import PrometheusSink, SidecarMetrics
-from sidecar.runtime.judge_gate import GateConfig, install_gates
+from sidecar.runtime.judge_gate import GateConfig, JudgeGate, install_gates
 from sidecar.runtime.scorer_factory import build_scorers
 from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
@@ -43,6 +45,7 @@ def _gate_config(settings: Settings, name: str) -> GateConfig:
         tpm=judge.tpm,
         spend_cap_usd=judge.spend_cap_usd_per_hour,
         spend_window_s=3600.0,
+        on_spend_cap=judge.on_spend_cap,
         failure_threshold=judge.circuit_breaker.failure_threshold,
         reset_after_s=judge.circuit_breaker.reset_after_s,
     )
@@ -65,11 +68,15 @@ async def run_service(
     label_of = {name: model.litellm_model for name, model in judge_models.items()}
     for name in judge_models:
         metrics.register_judge(label_of[name])
-    install_gates(
+    gates = install_gates(
         {name: (model, _gate_config(settings, name)) for name, model in judge_models.items()},
-        on_state_change=lambda name, state: metrics.set_judge_paused(name, state == "paused"),
-        on_spend=lambda name, spent, cap: metrics.set_judge_spend(name, spent, cap),
+        observers=(metrics,),
+        on_state_change=metrics.set_judge_state,
+        on_spend=metrics.set_judge_spend,
+        on_hold=metrics.observe_judge_hold,
     )
+    for gate in gates.values():
+        metrics.track_judge_holds(gate.name, gate.held_runs, gate.oldest_hold_s)
     scorers = build_scorers(settings)
     configured = [
         ConfiguredScorer(
@@ -123,7 +130,9 @@ async def run_service(
         ),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
+        readiness_checks=(functools.partial(_judges_holding, list(gates.values())),),
     )
+    _resume_judges_on(signal.SIGUSR1, list(gates.values()))
     server: MetricsServer | None = None
     if metrics_socket is not None:
         server = await MetricsServer(metrics.registry, unix_path=metrics_socket, readiness=service.readiness).start()
@@ -143,6 +152,24 @@ async def run_service(
         if server is not None:
             await server.stop()
         await close_judge_clients()
+
+
+def _judges_holding(gates: list[JudgeGate]) -> str | None:
+    """The readiness problem while a judge holds runs: records after them cannot be committed."""
+    holding = [f"judge {g.name} {g.state.replace('_', '-')}, {g.held} runs held" for g in gates if g.held]
+    return "; ".join(holding) or None
+
+
+def _resume_judges_on(signum: signal.Signals, gates: list[JudgeGate]) -> None:
+    """An operator's way to lift a pause (401/402/403/404) without waiting for the re-check call."""
+
+    def resume() -> None:
+        log.info("%s: resuming every judge", signum.name)
+        for gate in gates:
+            gate.resume()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signum, resume)
 
 
 def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:

@@ -6,7 +6,6 @@ the caller only decides where the outcome goes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from typing import Any, Literal
 from exporters.base import ScoredRun, score_id_for
 from sidecar.runs import ScorerRunRequest
 from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.scoring.deadline import run_deadline
 from sidecar.scoring.judge.errors import JudgeUnavailableError, ShedReason
 from sidecar.scoring.types import ScorerRunResult
 
@@ -34,9 +34,10 @@ class ScorerAttempt:
     finished_unix_nano: int
 
     @property
-    def shed_reason(self) -> ShedReason:
+    def shed_reason(self) -> ShedReason | None:
+        """Why a judge's gate refused the run's call (``None``: it was not refused)."""
         cause = self.error.__cause__ if self.error is not None else None
-        return cause.reason if isinstance(cause, JudgeUnavailableError) else "backpressure"
+        return cause.reason if isinstance(cause, JudgeUnavailableError) else None
 
     def to_scored_run(self, request: ScorerRunRequest, scorer: Scorer, agent_label: str) -> ScoredRun:
         return ScoredRun(
@@ -69,8 +70,9 @@ async def attempt_scorer(
     shed = False
     outcome: Literal["scored", "failed", "not_scorable"] = "failed"
     try:
-        # asyncio.timeout, not wait_for: no second task per run (3.11's wait_for wraps the coroutine).
-        async with asyncio.timeout(timeout_s):
+        # A timeout in the task, not wait_for: no second task per run. Time waiting for the judge is not
+        # counted (the judge client pauses this deadline while it waits).
+        async with run_deadline(timeout_s):
             result = await scorer.run(
                 input=request.input,
                 output=request.output,
@@ -83,7 +85,13 @@ async def attempt_scorer(
         error, result = exc, exc.result
         shed = isinstance(exc.__cause__, JudgeUnavailableError)
     except TimeoutError as exc:
-        log.warning("scorer %s timed out after %ss on span %s", scorer.id, timeout_s, target.span_id)
+        log.warning(
+            "scorer %s timed out on span %s: %ss of its own work (time waiting for the judge excluded); "
+            "raise runtime.run_timeout_s if its steps need longer",
+            scorer.id,
+            target.span_id,
+            timeout_s,
+        )
         error = ScorerRunError(failed_step="analyze", completed_steps=(), result=None, cause=exc)
     except Exception as exc:  # a scorer bug must not kill the caller: count it as a failure
         log.exception("scorer %s raised outside its pipeline on span %s", scorer.id, target.span_id)

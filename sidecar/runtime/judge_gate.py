@@ -1,52 +1,56 @@
 """Per-judge admission control: the ``CallGate`` the runtime installs in front of each judge.
 
 One ``JudgeGate`` guards one judge model, around every HTTP call the judge client makes (retries and the
-structured-output fallback included):
+structured-output fallback included). Its rule under faults is **hold, don't shed**: a judge that cannot
+answer delays work, it never throws it away (Kafka keeps the backlog; the runtime commits nothing past a
+run that waits).
 
-- **Concurrency**: at most ``max_concurrency`` calls in flight. Waiting for a slot is backpressure.
+- **Concurrency**: at most ``max_concurrency`` calls in flight; others queue for a slot.
 - **Rate limits**: RPM and TPM token buckets. A call reserves one request and an estimate of its tokens
   (prompt characters / 4 + the expected output); ``release`` reconciles the estimate with the usage the
   provider reported. Reservations are taken in arrival order and may run the bucket into debt, so calls
   are spaced evenly and a call bigger than the burst still goes (after the bucket has refilled).
-- **Bounded waits**: a call waits for a slot and for its tokens at most ``max_wait_s`` (and never past the
-  attempt's deadline); beyond that it is refused with reason ``backpressure``.
 - **Circuit breaker**: ``failure_threshold`` consecutive failed calls (5xx, timeouts, connection errors;
   *not* 429, which the buckets and the client's backoff handle, nor 4xx request errors) open the circuit.
-  After ``reset_after_s`` one probe call goes through (half-open): success closes the circuit, failure
-  opens it again. Calls arriving while open, or while the probe is in flight, are refused (``circuit_open``).
+  While open, calls are **held**: they wait. After ``reset_after_s`` one probe call goes through
+  (half-open) while the others wait for its verdict: success closes the circuit and every held call goes
+  (at the judge's normal concurrency), failure opens it again and they keep waiting.
 - **Auto-pause**: a fatal provider error (401, 402 / insufficient quota, 403, 404: a human must act) pauses
-  the judge, logged once (judge model, error name and status; never the key). Paused calls are refused
-  (``paused``) until ``resume()``, or, when ``pause_recheck_s`` is set (default 300 s), until one probe call
-  after that interval succeeds, so a topped-up account recovers on its own at the cost of one call per
-  interval. ``pause_recheck_s=None`` keeps the judge paused until ``resume()``.
+  the judge, logged once with what to do. Paused calls are held until ``resume()`` (``scoring-sidecar run``
+  calls it on SIGUSR1), or until one probe call after ``pause_recheck_s`` (default 300 s) succeeds, so a
+  fixed key or a topped-up account recovers on its own at the cost of one call per interval.
+  ``pause_recheck_s=None`` waits for ``resume()``.
 - **Spend cap**: estimated cost (``estimate_cost_usd`` of each call's usage) summed over a rolling
-  ``spend_window_s``; at or over ``spend_cap_usd`` calls are refused (``spend_cap``) until older spend leaves
-  the window. Calls in flight count with their estimate (prompt characters / 4 input tokens, plus
-  ``max_tokens`` or ``expected_output_tokens`` output tokens, at list price) until their usage is known, so
-  256 concurrent calls cannot all be admitted under a nearly reached cap: the overshoot is about one call.
+  ``spend_window_s``, plus the estimate of the calls in flight (so 256 concurrent calls cannot all be
+  admitted under a nearly reached cap: the overshoot is about one call). At the cap the judge's policy
+  applies: ``on_spend_cap="shed"`` refuses the call (``JudgeUnavailableError``, reason ``spend_cap``: the
+  runtime counts the run as shed and moves on), ``"hold"`` holds it until older spend leaves the window.
 
-A refusal raises ``JudgeUnavailableError`` (non-retryable; ``reason`` is also its ``code``) from
-``acquire``: the judge client returns it as the step's error without calling the provider, the step's
-execution fails with that error name, and the runtime counts the run as shed by reason. Each refusal is
-also counted in ``JudgeGate.shed`` and reported through ``on_shed``; state changes through
-``on_state_change`` and spend through ``on_spend``, for metrics. Callbacks run synchronously on the event
-loop; their exceptions are logged and swallowed.
+Held time does not count against the run's deadline (the client stops it while it waits). ``max_hold_s``
+bounds a hold for callers that cannot wait forever (``eval``): past it the call is refused with the state
+that held it, and a paused judge refuses at once (no one will fix it within the bound). ``held`` counts
+the calls waiting for the judge to recover (not the ones queued for a slot), ``oldest_hold_s()`` the
+longest current wait; ``on_hold`` reports each finished hold's length.
+
+Callbacks run synchronously on the event loop; their exceptions are logged and swallowed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.scoring.judge.client import CallGate, JudgeClient, install_judge_client
+from sidecar.scoring.judge.client import CallGate, JudgeCallObserver, JudgeClient, install_judge_client
 from sidecar.scoring.judge.errors import (
     AuthenticationError,
     JudgeUnavailableError,
@@ -64,21 +68,27 @@ __all__ = [
     "GateConfig",
     "GateState",
     "JudgeGate",
+    "SpendCapPolicy",
     "install_gates",
 ]
 
 logger = logging.getLogger(__name__)
 
 GateState = Literal["closed", "open", "half_open", "paused"]
+SpendCapPolicy = Literal["shed", "hold"]
+_HoldReason = Literal["circuit_open", "paused", "spend_cap"]
 
 FATAL_STATUS_CODES: frozenset[int] = frozenset({401, 402, 403, 404})
 FATAL_ERROR_NAMES: frozenset[str] = frozenset(
     cls.__name__ for cls in (AuthenticationError, PaymentRequiredError, PermissionDeniedError, NotFoundError)
 )
+# Failures that say the judge is unhealthy (not the request, not a rate limit).
+_HEALTH_FAILURES: frozenset[str] = frozenset({"timeout", "connection_error"})
 
 StateCallback = Callable[[str, GateState], None]
 SpendCallback = Callable[[str, float, float | None], None]
 ShedCallback = Callable[[str, ShedReason], None]
+HoldCallback = Callable[[str, float], None]
 
 
 class GateConfig(BaseModel):
@@ -93,12 +103,13 @@ class GateConfig(BaseModel):
     tpm_burst: int | None = Field(default=None, gt=0)  # default: one second's worth, at least 1
     # Output tokens reserved per call when the judge model sets no max_tokens.
     expected_output_tokens: int = Field(default=256, ge=0)
-    max_wait_s: float = Field(default=30.0, ge=0)  # longest wait for a slot and tokens; then "backpressure"
     failure_threshold: int = Field(default=5, gt=0)  # consecutive failed calls that open the circuit
     reset_after_s: float = Field(default=30.0, gt=0)  # open → half-open (one probe call)
     pause_recheck_s: float | None = Field(default=300.0, gt=0)  # paused → one probe call; None: resume() only
     spend_cap_usd: float | None = Field(default=None, gt=0)  # estimated USD per window
     spend_window_s: float = Field(default=3600.0, gt=0)
+    on_spend_cap: SpendCapPolicy = "shed"
+    max_hold_s: float | None = Field(default=None, gt=0)  # None: hold as long as the judge is unavailable
 
 
 class _TokenBucket:
@@ -145,6 +156,7 @@ class JudgeGate(CallGate):
         on_state_change: StateCallback | None = None,
         on_spend: SpendCallback | None = None,
         on_shed: ShedCallback | None = None,
+        on_hold: HoldCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -155,9 +167,11 @@ class JudgeGate(CallGate):
         self._on_state_change = on_state_change
         self._on_spend = on_spend
         self._on_shed = on_shed
+        self._on_hold = on_hold
         self._clock = clock
         self._sleep = sleep
         cfg = self.config
+        self.max_hold_s = cfg.max_hold_s
         self._slots = asyncio.Semaphore(cfg.max_concurrency)
         self._rpm = _TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
         self._tpm = _TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
@@ -166,9 +180,14 @@ class JudgeGate(CallGate):
         self._before_probe: GateState = "closed"
         self._before_probe_since = self._state_since
         self._failures = 0
+        self._last_failure: JudgeCall | None = None
+        self._answers = 0  # calls the judge answered (any HTTP answer with a completion)
         self._spend: deque[tuple[float, float]] = deque()
         self._spent = 0.0
         self._reserved_usd = 0.0  # estimated cost of the calls in flight (spend cap only)
+        self._changed = asyncio.Event()  # set (and replaced) whenever a held call might now go
+        self._holds: dict[int, float] = {}  # hold id -> when it started
+        self._hold_ids = itertools.count()
         self.in_flight = 0
         self.shed: Counter[ShedReason] = Counter()
         if cfg.spend_cap_usd is not None and price_entry(self.name) is None:
@@ -189,80 +208,157 @@ class JudgeGate(CallGate):
         self._expire_spend()
         return self._spent
 
-    def refusal_reason(self) -> ShedReason | None:
-        """Why a call arriving now would be refused at once (``None``: it would be let through or wait)."""
+    @property
+    def held(self) -> int:
+        """Calls waiting for the judge to recover (circuit open or probing, paused, held at the spend cap)."""
+        return len(self._holds)
+
+    def held_runs(self) -> int:
+        return len(self._holds)
+
+    def oldest_hold_s(self) -> float:
+        """How long the longest current hold has lasted (0 without holds)."""
+        return self._clock() - min(self._holds.values()) if self._holds else 0.0
+
+    def hold_reason(self) -> _HoldReason | None:
+        """Why a call arriving now would be held (``None``: it would be let through, maybe after a queue)."""
         return self._check(claim=False)[0]
 
     def resume(self) -> None:
         """Close the circuit and lift a pause (an operator fixed the key, the quota or the model)."""
         if self._state != "closed":
-            logger.info("judge %s resumed (was %s)", self.name, self._state)
+            logger.info("judge %s resumed by an operator (was %s); held calls go now", self.name, self._state)
         self._failures = 0
         self._set_state("closed")
 
     # -- CallGate -------------------------------------------------------------------------------------
-    async def acquire(self, request: ChatRequest | None = None, *, max_wait_s: float | None = None) -> object:
-        bound = self.config.max_wait_s if max_wait_s is None else min(max_wait_s, self.config.max_wait_s)
-        reason, _ = self._check(claim=False)  # fail fast, before taking a slot or tokens
-        if reason is not None:
-            self._refuse(reason)
-        started = self._clock()
-        if not self._slots.locked():
-            await self._slots.acquire()  # a free slot: taken at once, no timer needed
-        else:
-            try:
-                async with asyncio.timeout(bound):
-                    await self._slots.acquire()
-            except TimeoutError:
-                self._refuse("backpressure", f"no free call slot within {bound:g}s")
-        permit = _Permit()
+    def mark(self) -> int:
+        return self._answers
+
+    def is_own_failure(self, call: JudgeCall, mark: int) -> bool:
+        # A 429 is the provider's "later", never the request's fault; any other failure is the request's own
+        # only if the judge answered someone else meanwhile (else the judge is down: hold, don't count).
+        return call.outcome != "rate_limited" and self._answers > mark
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        hold = next(self._hold_ids)
+        self._holds[hold] = started = self._clock()
         try:
-            wait = 0.0
-            if self._rpm is not None:
-                wait = self._rpm.reserve(1)
-            needs_estimate = self._tpm is not None or self.config.spend_cap_usd is not None
-            estimate = self._estimated_usage(request) if needs_estimate else None
-            if self._tpm is not None and estimate is not None:
-                permit.tokens = float((estimate.input_tokens or 0) + (estimate.output_tokens or 0))
-                wait = max(wait, self._tpm.reserve(permit.tokens))
-            if wait > 0:
-                if wait > bound - (self._clock() - started):
-                    self._refuse("backpressure", f"the rate limit would delay the call {wait:.3g}s")
-                await self._sleep(wait)
-            # The state may have changed while waiting; a due probe is claimed here, right before the call.
-            reason, permit.probe = self._check(claim=True)
-            if reason is not None:
-                self._refuse(reason)
-            if self.config.spend_cap_usd is not None and estimate is not None:
-                permit.cost_usd = estimate_cost_usd(self.name, estimate) or 0.0
-                self._reserved_usd += permit.cost_usd
-        except BaseException:
-            self._slots.release()
-            if self._rpm is not None:
-                self._rpm.refund(1)
-            if self._tpm is not None and permit.tokens:
-                self._tpm.refund(permit.tokens)
-            raise
-        self.in_flight += 1
-        return permit
+            yield
+        finally:
+            del self._holds[hold]
+            self._notify(self._on_hold, self.name, self._clock() - started)
+
+    async def acquire(self, request: ChatRequest | None = None) -> object:
+        estimate: JudgeUsage | None = None
+        if self._tpm is not None or self.config.spend_cap_usd is not None:
+            estimate = self._estimated_usage(request)
+        with contextlib.ExitStack() as hold:
+            held_since: float | None = None
+            while True:
+                reason, _ = self._check(claim=False)
+                if reason is not None:
+                    if reason == "spend_cap" and self.config.on_spend_cap == "shed":
+                        self._refuse("spend_cap")
+                    if reason == "paused" and self.max_hold_s is not None:
+                        self._refuse("paused", "a human must fix the judge; a bounded hold does not wait for it")
+                    if held_since is None:
+                        held_since = self._clock()
+                        hold.enter_context(self.holding())
+                    await self._wait_for_change(reason, held_since)
+                    continue
+                permit = await self._admit(estimate)
+                if permit is not None:
+                    return permit
+                # The judge became unavailable while this call queued for a slot or tokens: hold it.
 
     def release(self, call: JudgeCall, permit: object = None) -> None:
         permit = self._give_back(permit)
         if permit is None:
             return
+        if call.answered:
+            self._answers += 1
         self._reconcile_tokens(call, permit)
         self._record_spend(call)
         self._record_outcome(call, permit)
+        self._wake()
 
     def abandon(self, permit: object = None) -> None:
         permit = self._give_back(permit)
         if permit is None:
             return
         if permit.probe and self._state == "half_open":
-            # The probe never finished: back to where it started, so the next call probes at once.
+            # The probe never finished: back to where it started, so a held call probes at once.
             self._state = self._before_probe
             self._state_since = self._before_probe_since
             self._notify(self._on_state_change, self.name, self._state)
+        self._wake()
+
+    # -- internals ------------------------------------------------------------------------------------
+    async def _admit(self, estimate: JudgeUsage | None) -> _Permit | None:
+        """Take a slot, rate-limit tokens and (when due) the probe; ``None`` when the judge became
+        unavailable meanwhile (everything taken is given back)."""
+        await self._slots.acquire()
+        permit = _Permit()
+        try:
+            wait = self._rpm.reserve(1) if self._rpm is not None else 0.0
+            if self._tpm is not None and estimate is not None:
+                permit.tokens = float((estimate.input_tokens or 0) + (estimate.output_tokens or 0))
+                wait = max(wait, self._tpm.reserve(permit.tokens))
+            if wait > 0:
+                await self._sleep(wait)
+            # The state may have changed while waiting; a due probe is claimed here, right before the call.
+            reason, permit.probe = self._check(claim=True)
+        except BaseException:
+            self._return_reservations(permit)
+            raise
+        if reason is not None:
+            self._return_reservations(permit)
+            return None
+        if self.config.spend_cap_usd is not None and estimate is not None:
+            permit.cost_usd = estimate_cost_usd(self.name, estimate) or 0.0
+            self._reserved_usd += permit.cost_usd
+        self.in_flight += 1
+        return permit
+
+    def _return_reservations(self, permit: _Permit) -> None:
+        self._slots.release()
+        if self._rpm is not None:
+            self._rpm.refund(1)
+        if self._tpm is not None and permit.tokens:
+            self._tpm.refund(permit.tokens)
+
+    async def _wait_for_change(self, reason: _HoldReason, held_since: float) -> None:
+        """Wait until something that could admit a held call happens (or the next probe is due)."""
+        timeout = self._due_in(reason)
+        if self.max_hold_s is not None:
+            left = self.max_hold_s - (self._clock() - held_since)
+            if left <= 0:
+                self._refuse(reason, f"held {self.max_hold_s:g}s")
+            timeout = left if timeout is None else min(timeout, left)
+        changed = self._changed
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await changed.wait()
+
+    def _due_in(self, reason: _HoldReason) -> float | None:
+        """Seconds until a held call could go without any other event (``None``: only an event frees it)."""
+        now = self._clock()
+        if reason == "spend_cap":
+            if not self._spend:
+                return None  # only in-flight estimates fill the cap: their release wakes us
+            return max(0.0, self._spend[0][0] + self.config.spend_window_s - now) + 0.001
+        if self._state == "open":
+            return max(0.0, self._state_since + self.config.reset_after_s - now)
+        if self._state == "paused" and self.config.pause_recheck_s is not None:
+            return max(0.0, self._state_since + self.config.pause_recheck_s - now)
+        return None  # half-open (the probe's verdict wakes us), or paused until resume()
+
+    def _wake(self) -> None:
+        if self._holds:  # every waiter is inside a hold: without holds there is no one to wake
+            self._changed.set()
+            self._changed = asyncio.Event()
 
     def _give_back(self, permit: object) -> _Permit | None:
         """Return a permit's slot and spend reservation, once; ``None`` when there is nothing to return."""
@@ -274,9 +370,8 @@ class JudgeGate(CallGate):
         self._unreserve(permit)
         return permit
 
-    # -- internals ------------------------------------------------------------------------------------
-    def _check(self, *, claim: bool) -> tuple[ShedReason | None, bool]:
-        """The refusal reason for a call now, and whether it is the probe (only with ``claim``)."""
+    def _check(self, *, claim: bool) -> tuple[_HoldReason | None, bool]:
+        """Why a call now must be held, and whether it is the probe (only with ``claim``)."""
         cfg = self.config
         state = self._state
         probe_due = False
@@ -336,7 +431,9 @@ class JudgeGate(CallGate):
             self._spent = 0.0  # no float drift once the window is empty
 
     def _record_spend(self, call: JudgeCall) -> None:
-        cost = estimate_cost_usd(self.name, call.usage)
+        cost = call.estimated_cost_usd
+        if cost is None:
+            cost = estimate_cost_usd(self.name, call.usage)
         if cost is None or cost <= 0 or not math.isfinite(cost):
             return
         self._spend.append((self._clock(), cost))
@@ -350,23 +447,32 @@ class JudgeGate(CallGate):
             if self._state != "paused":
                 recheck = self.config.pause_recheck_s
                 logger.error(
-                    "judge %s paused: %s (HTTP %s) needs an operator; calls are refused until resume()%s",
+                    "judge %s paused: %s (HTTP %s): %s. Calls are held (nothing is lost; their records stay "
+                    "uncommitted) until the key, quota or model is fixed: %s",
                     self.name,
                     call.error_name,
                     call.status_code,
-                    f" or a successful re-check call every {recheck:g}s" if recheck is not None else "",
+                    call.error_message or "no message",
+                    f"a re-check call goes every {recheck:g}s; send SIGUSR1 to resume at once"
+                    if recheck is not None
+                    else "send SIGUSR1 to resume",
                 )
             self._set_state("paused", force=True)
             return
-        failed = call.outcome == "timeout" or (
+        failed = call.outcome in _HEALTH_FAILURES or (
             call.outcome == "error" and (call.status_code is None or call.status_code >= 500)
         )
         if probe:
             if failed:
-                logger.warning("judge %s: probe call failed (%s); circuit open again", self.name, call.error_name)
+                logger.warning(
+                    "judge %s: probe call failed (%s); circuit open again, calls held, next probe in %gs",
+                    self.name,
+                    _describe(call),
+                    self.config.reset_after_s,
+                )
                 self._set_state("open", force=True)
             else:
-                logger.info("judge %s: probe call succeeded; circuit closed", self.name)
+                logger.info("judge %s: probe call succeeded; circuit closed, %d held calls go", self.name, self.held)
                 self._failures = 0
                 self._set_state("closed")
             return
@@ -376,13 +482,14 @@ class JudgeGate(CallGate):
             self._failures = 0
             return
         self._failures += 1
+        self._last_failure = call
         if self._failures >= self.config.failure_threshold:
             logger.warning(
-                "judge %s: circuit open after %d consecutive failed calls (last: %s, HTTP %s); probing in %gs",
+                "judge %s: circuit open after %d consecutive failed calls (last: %s); calls are held "
+                "(nothing is lost), probing in %gs",
                 self.name,
                 self._failures,
-                call.error_name,
-                call.status_code,
+                _describe(call),
                 self.config.reset_after_s,
             )
             self._set_state("open")
@@ -396,6 +503,7 @@ class JudgeGate(CallGate):
         self._state_since = self._clock()
         if changed:
             self._notify(self._on_state_change, self.name, state)
+        self._wake()
 
     def _notify(self, callback: Callable[..., None] | None, *args: object) -> None:
         if callback is None:
@@ -406,12 +514,20 @@ class JudgeGate(CallGate):
             logger.exception("judge gate callback failed for %s", self.name)
 
 
+def _describe(call: JudgeCall) -> str:
+    status = f"HTTP {call.status_code}" if call.status_code is not None else "no HTTP answer"
+    message = f": {call.error_message}" if call.error_message else ""
+    return f"{call.error_name or call.outcome}, {status}{message}"
+
+
 def install_gates(
     models: Mapping[str, tuple[JudgeModel, GateConfig]],
     *,
+    observers: Sequence[JudgeCallObserver] = (),
     on_state_change: StateCallback | None = None,
     on_spend: SpendCallback | None = None,
     on_shed: ShedCallback | None = None,
+    on_hold: HoldCallback | None = None,
 ) -> dict[str, JudgeGate]:
     """Create a gate and a gated client per judge and register the clients on the running loop.
 
@@ -419,7 +535,9 @@ def install_gates(
     """
     gates: dict[str, JudgeGate] = {}
     for name, (model, config) in models.items():
-        gate = JudgeGate(model, config, on_state_change=on_state_change, on_spend=on_spend, on_shed=on_shed)
-        install_judge_client(JudgeClient(model, gate=gate))
+        gate = JudgeGate(
+            model, config, on_state_change=on_state_change, on_spend=on_spend, on_shed=on_shed, on_hold=on_hold
+        )
+        install_judge_client(JudgeClient(model, gate=gate, observers=observers))
         gates[name] = gate
     return gates

@@ -75,6 +75,7 @@ class RuntimeLimits:
 class _Pending:
     runs_left: int
     size: int
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 def _pending_of(sink: Sink) -> Callable[[], int] | None:
@@ -109,6 +110,7 @@ class ScoringService:
         limits: RuntimeLimits = RuntimeLimits(),
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
+        readiness_checks: Sequence[Callable[[], str | None]] = (),
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -123,6 +125,7 @@ class ScoringService:
         self._limits = limits
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
+        self._readiness_checks = tuple(readiness_checks)
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._pending: dict[tuple[TopicPartition, int], _Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -147,13 +150,17 @@ class ScoringService:
         self.stopped = asyncio.Event()
 
     def readiness(self) -> tuple[bool, str]:
-        """``/readyz``: the group is joined and every exporter confirms its exports (a sink whose last
-        ``UNHEALTHY_FLUSHES`` flushes failed is down: its broker or receiver is unreachable or refusing)."""
+        """``/readyz``: the group is joined, every exporter confirms its exports (a sink whose last
+        ``UNHEALTHY_FLUSHES`` flushes failed is down: its broker or receiver is unreachable or refusing), and
+        no readiness check reports a problem (a judge holding runs: nothing past them can commit)."""
         if not self.ready:
             return False, "joining the consumer group"
         down = sorted(name for name, n in self._failed_flushes.items() if n >= UNHEALTHY_FLUSHES)
         if down:
             return False, f"exporter not confirming exports: {', '.join(down)}"
+        problems = [problem for check in self._readiness_checks if (problem := check())]
+        if problems:
+            return False, "; ".join(problems)
         return True, "ready"
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -286,6 +293,7 @@ class ScoringService:
         self._buffered_bytes += size
         for configured, request in work:
             task = asyncio.create_task(self._score(configured, request, tp, record.offset, pending))
+            pending.tasks.append(task)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             self._runs_in_flight += 1
@@ -334,9 +342,10 @@ class ScoringService:
         agent = request.target.agent_name or "unknown"
         try:
             attempt = await attempt_scorer(scorer, request, timeout_s=self._limits.run_timeout_s)
-            if attempt.shed:
+            shed_reason = attempt.shed_reason
+            if shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
                 self.metrics.count_judge_shed(
-                    configured.judge_model or "unknown", attempt.shed_reason, scorer=scorer.id, agent=agent
+                    configured.judge_model or "unknown", shed_reason, scorer=scorer.id, agent=agent
                 )
             else:
                 scored = attempt.to_scored_run(request, scorer, agent)
@@ -417,7 +426,8 @@ class ScoringService:
 
     # -- rebalances -----------------------------------------------------------------------------------
     async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
-        # Commit what is done for the partitions we lose, within a budget; drop the rest for the new owner.
+        # Commit what is done for the partitions we lose, within a budget; abandon the rest to the new owner
+        # (its runs are cancelled, held ones included: their records were not committed, so they are redone).
         mine = [tp for tp in revoked if tp in self._assigned]
         if mine:
             with contextlib.suppress(Exception):
@@ -426,8 +436,12 @@ class ScoringService:
                     self._limits.revoke_timeout_s,
                 )
         abandoned = self._tracker.revoke(mine)
-        for key in [k for k in self._pending if k[0] in set(mine)]:
-            self._buffered_bytes -= self._pending.pop(key).size
+        lost = set(mine)
+        for key in [k for k in self._pending if k[0] in lost]:
+            pending = self._pending.pop(key)
+            self._buffered_bytes -= pending.size
+            for task in pending.tasks:
+                task.cancel()
         for tp in mine:
             self._assigned.discard(tp)
             self.metrics.remove_consumer_lag(tp.topic, tp.partition)

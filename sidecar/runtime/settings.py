@@ -290,7 +290,10 @@ class JudgeSettings(_Frozen):
     max_concurrency: int = Field(default=16, gt=0)
     rpm: int | None = Field(default=None, gt=0)  # requests per minute
     tpm: int | None = Field(default=None, gt=0)  # tokens per minute
-    spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost; over it, runs are shed
+    spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost per rolling hour
+    # At the spend cap: "shed" skips the run and counts it (scores stay current, the bill capped); "hold"
+    # waits for the window to free budget (every trace scored, late; the backlog waits in Kafka).
+    on_spend_cap: Literal["shed", "hold"] = "shed"
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
 
     _unset = field_validator("api_base", "api_key", "deadline_s", mode="before")(_empty_is_unset)

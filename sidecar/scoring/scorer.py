@@ -268,6 +268,7 @@ class Scorer:
             prompt=prompt,
             output_schema=step.schema_for(ctx),
             started=started,
+            scorer_id=self.id,
         )
         judge_results = (judge_results or ScorerJudgeResults()).with_execution(name, outcome.execution)
         if outcome.error is not None:

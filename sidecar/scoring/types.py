@@ -99,7 +99,10 @@ class JudgeErrorInfo(_Record):
     code: str | None = None
 
 
-JudgeCallOutcome = Literal["ok", "rate_limited", "timeout", "error", "invalid_output"]
+# ok: answered and used; invalid_output: answered with what the step could not use; rate_limited: 429;
+# timeout; connection_error: no HTTP answer (refused, DNS, reset); error: any other HTTP error;
+# cancelled: abandoned by the sidecar mid-call (shutdown, rebalance): the provider may still bill it.
+JudgeCallOutcome = Literal["ok", "rate_limited", "timeout", "connection_error", "error", "invalid_output", "cancelled"]
 
 
 class JudgeCall(_Record):
@@ -109,7 +112,16 @@ class JudgeCall(_Record):
     duration_s: float
     status_code: int | None = None
     error_name: str | None = None
+    # The provider's or the transport's message (keys redacted by the transports): for logs, never records.
+    error_message: str | None = None
     usage: JudgeUsage | None = None
+    estimated_cost_usd: float | None = None
+    provider_cost: JudgeCost | None = None
+
+    @property
+    def answered(self) -> bool:
+        """The judge answered this call with a completion (usable or not): it was up."""
+        return self.outcome in ("ok", "invalid_output")
 
 
 class _ExecutionBase(_Record):

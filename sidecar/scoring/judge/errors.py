@@ -34,9 +34,11 @@ __all__ = [
     "error_for_status",
 ]
 
-CallOutcome = Literal["rate_limited", "timeout", "error", "invalid_output"]
-# Why a judge gate refused a call before it reached the provider (the runtime counts the run as "shed").
-ShedReason = Literal["paused", "circuit_open", "spend_cap", "backpressure"]
+CallOutcome = Literal["rate_limited", "timeout", "connection_error", "error", "invalid_output"]
+# Why a judge gate refused a call before it reached the provider. The service sheds (skips and counts) only
+# over the spend cap, and only when the judge's policy says so; a bounded hold (``eval``) gives up with the
+# state that held it.
+ShedReason = Literal["paused", "circuit_open", "spend_cap"]
 
 
 class JudgeError(Exception):
@@ -129,6 +131,7 @@ class Timeout(ProviderError):
 
 
 class APIConnectionError(ProviderError):
+    outcome = "connection_error"
     retryable = True
 
 

@@ -26,6 +26,9 @@ class ChatRequest:
     messages: tuple[Mapping[str, str], ...]
     response_format: Mapping[str, Any] | None = None
     timeout_s: float = 60.0
+    # Who asks (scorer id and step): labels the call's metrics; never sent to the provider.
+    scorer: str = ""
+    step: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import json
 import re
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +147,22 @@ def _sum_cost(responses: list[ChatResponse]) -> JudgeCost | None:
     return JudgeCost(amount=sum(c.amount for c in costs), unit=costs[0].unit, source=costs[0].source)
 
 
+def _accept_text(response: ChatResponse) -> str:
+    text = response.text
+    if text is None or not text.strip():
+        raise NoObjectGeneratedError(
+            "the judge returned no text", raw_output=text, finish_reason=response.finish_reason
+        )
+    return text.strip()
+
+
+def _accept_schema(schema: type[BaseModel]) -> Callable[[ChatResponse], BaseModel]:
+    def accept(response: ChatResponse) -> BaseModel:
+        return parse_structured(response.text, schema, response.finish_reason)
+
+    return accept
+
+
 async def execute_prompt_step(
     *,
     client: JudgeClient,
@@ -155,6 +171,7 @@ async def execute_prompt_step(
     prompt: str,
     output_schema: type[BaseModel] | None,
     started: float,
+    scorer_id: str = "",
 ) -> StepOutcome:
     """Run the step's judge call(s); ``started`` is ``perf_counter()`` from before create_prompt."""
     model = judge.model
@@ -162,18 +179,17 @@ async def execute_prompt_step(
     calls: list[JudgeCall] = []
     attempts = 0
 
-    async def attempt(text: str, response_format: Mapping[str, Any] | None) -> CallResult:
+    async def attempt(
+        text: str, response_format: Mapping[str, Any] | None, accept: Callable[[ChatResponse], Any]
+    ) -> CallResult:
         nonlocal attempts
         attempts += 1
-        result = await client.call(ChatRequest(_messages(judge, text), response_format))
+        request = ChatRequest(_messages(judge, text), response_format, scorer=scorer_id, step=step)
+        result = await client.call(request, accept)
         calls.extend(result.calls)
         if result.response is not None:
             responses.append(result.response)
         return result
-
-    def mark_invalid() -> None:
-        # The call itself succeeded; what it returned did not: count it as invalid output.
-        calls[-1] = calls[-1].model_copy(update={"outcome": "invalid_output"})
 
     def finish(
         *,
@@ -208,41 +224,25 @@ async def execute_prompt_step(
         )
         return StepOutcome(failure, None, error)
 
-    if output_schema is None:  # free text (generate_reason): one attempt, no schema
-        result = await attempt(prompt, None)
-        if result.error is not None:
-            return finish(error=result.error)
-        assert result.response is not None
-        text = result.response.text
-        if text is None or not text.strip():
-            mark_invalid()
-            empty = NoObjectGeneratedError(
-                "the judge returned no text", raw_output=text, finish_reason=result.response.finish_reason
-            )
-            return finish(error=empty, raw=text, finish_reason=result.response.finish_reason)
-        return finish(value=text.strip())
+    def failed(error: JudgeError, raw_before: str | None = None) -> StepOutcome:
+        if isinstance(error, StructuredOutputError):
+            return finish(error=error, raw=error.raw_output, finish_reason=error.finish_reason)
+        return finish(error=error, raw=raw_before)
 
+    if output_schema is None:  # free text (generate_reason): one attempt, no schema
+        result = await attempt(prompt, None, _accept_text)
+        return finish(value=result.value) if result.error is None else failed(result.error)
+
+    accept = _accept_schema(output_schema)
     native = model.structured_output == "json_schema"
     first_text = prompt if native else fallback_prompt(prompt, output_schema)
-    result = await attempt(first_text, native_response_format(output_schema, step) if native else None)
-    if result.error is not None:
-        return finish(error=result.error)
-    assert result.response is not None
-    try:
-        return finish(value=parse_structured(result.response.text, output_schema, result.response.finish_reason))
-    except StructuredOutputError as format_error:
-        mark_invalid()
-        if not native:
-            return finish(error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason)
-        first_raw = format_error.raw_output
+    result = await attempt(first_text, native_response_format(output_schema, step) if native else None, accept)
+    if result.error is None:
+        return finish(value=result.value)
+    if not native or not isinstance(result.error, StructuredOutputError):
+        return failed(result.error)
+    first_raw = result.error.raw_output
 
     # The single fallback attempt: JSON requested in the prompt, no native schema mode.
-    result = await attempt(fallback_prompt(prompt, output_schema), None)
-    if result.error is not None:
-        return finish(error=result.error, raw=first_raw)
-    assert result.response is not None
-    try:
-        return finish(value=parse_structured(result.response.text, output_schema, result.response.finish_reason))
-    except StructuredOutputError as format_error:
-        mark_invalid()
-        return finish(error=format_error, raw=format_error.raw_output, finish_reason=format_error.finish_reason)
+    result = await attempt(fallback_prompt(prompt, output_schema), None, accept)
+    return finish(value=result.value) if result.error is None else failed(result.error, first_raw)
