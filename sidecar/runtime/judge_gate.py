@@ -180,7 +180,7 @@ class JudgeGate(CallGate):
         self._before_probe: GateState = "closed"
         self._before_probe_since = self._state_since
         self._failures = 0
-        self._last_failure: JudgeCall | None = None
+        self._failed_probes = 0  # since the circuit last opened
         self._answers = 0  # calls the judge answered (any HTTP answer with a completion)
         self._spend: deque[tuple[float, float]] = deque()
         self._spent = 0.0
@@ -228,7 +228,7 @@ class JudgeGate(CallGate):
         """Close the circuit and lift a pause (an operator fixed the key, the quota or the model)."""
         if self._state != "closed":
             logger.info("judge %s resumed by an operator (was %s); held calls go now", self.name, self._state)
-        self._failures = 0
+        self._failures = self._failed_probes = 0
         self._set_state("closed")
 
     # -- CallGate -------------------------------------------------------------------------------------
@@ -464,16 +464,26 @@ class JudgeGate(CallGate):
         )
         if probe:
             if failed:
-                logger.warning(
-                    "judge %s: probe call failed (%s); circuit open again, calls held, next probe in %gs",
-                    self.name,
-                    _describe(call),
-                    self.config.reset_after_s,
-                )
+                self._failed_probes += 1
+                # The first failed probe, then every tenth: an outage of hours is a few lines, not thousands.
+                if self._failed_probes % 10 == 1:
+                    logger.warning(
+                        "judge %s: probe call %d failed (%s); circuit open again, %d calls held, next probe in %gs",
+                        self.name,
+                        self._failed_probes,
+                        _describe(call),
+                        self.held,
+                        self.config.reset_after_s,
+                    )
                 self._set_state("open", force=True)
             else:
-                logger.info("judge %s: probe call succeeded; circuit closed, %d held calls go", self.name, self.held)
-                self._failures = 0
+                logger.info(
+                    "judge %s: probe call succeeded after %d failed probes; circuit closed, %d held calls go",
+                    self.name,
+                    self._failed_probes,
+                    self.held,
+                )
+                self._failures = self._failed_probes = 0
                 self._set_state("closed")
             return
         if self._state != "closed":
@@ -482,7 +492,6 @@ class JudgeGate(CallGate):
             self._failures = 0
             return
         self._failures += 1
-        self._last_failure = call
         if self._failures >= self.config.failure_threshold:
             logger.warning(
                 "judge %s: circuit open after %d consecutive failed calls (last: %s); calls are held "
