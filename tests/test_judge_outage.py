@@ -193,7 +193,7 @@ async def test_a_judge_outage_then_a_503_storm_loses_nothing_and_recovers_at_onc
     assert sum((await committed(kafka_bootstrap, group, spans)).values()) == len(positions)
 
 
-async def test_kill_9_while_runs_are_held_loses_nothing(
+async def test_kill_9_and_sigterm_while_runs_are_held_lose_nothing(
     tmp_path: Path,
     kafka_bootstrap: str,
     new_topic: Callable[..., Any],
@@ -231,6 +231,14 @@ async def test_kill_9_while_runs_are_held_loses_nothing(
         sidecar.start()
         await wait_for(joined, 30, "the consumer group after the restart")
         await wait_for(holding, 30, "held runs after the restart")
+        # SIGTERM while holding: drains what it can within shutdown_timeout_s (10 s), commits nothing held.
+        stopping = time.monotonic()
+        assert sidecar.terminate() == 0
+        assert time.monotonic() - stopping < 10 + 5
+        assert "draining" in sidecar.log_path.read_text()
+        assert await check_nothing_committed_past_unscored(kafka_bootstrap, group, (spans, scores), positions) == 0
+        sidecar.start()
+        await wait_for(joined, 30, "the consumer group after SIGTERM")
         await judge.up()
         values = await scored(kafka_bootstrap, scores, expect=expected, timeout_s=60)
         await asyncio.sleep(1.0)
@@ -244,4 +252,50 @@ async def test_kill_9_while_runs_are_held_loses_nothing(
     records = [json.loads(r.value) for r in await read_topic(kafka_bootstrap, scores, expect=expected)]
     for record in records:
         assert record["score"] == values[record["scoreId"]]["score"]
+    assert sum((await committed(kafka_bootstrap, group, spans)).values()) == len(positions)
+
+
+async def test_a_rebalance_abandons_held_runs_to_the_new_owner(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+) -> None:
+    judge = FaultyJudge()  # down: the first sidecar holds every record of its three partitions
+    topics = (
+        await new_topic("spans", partitions=PARTITIONS),
+        await new_topic("scores", partitions=1),
+        await new_topic("dead", partitions=1),
+    )
+    spans, scores, _ = topics
+    group = unique_name("group")
+    positions = await produce(kafka_bootstrap, spans, TrafficGenerator(seed=23).traces(45))
+    expected = len(positions) * len(SCORERS)
+    first = outage_sidecar(tmp_path / "a", kafka_bootstrap, topics, group, judge)
+    second = outage_sidecar(tmp_path / "b", kafka_bootstrap, topics, group, judge)
+    for sidecar in (first, second):
+        sidecar.workdir.mkdir()
+
+    async def holding(sidecar: SidecarProcess) -> bool:
+        try:
+            return sample(await sidecar.metrics_text(), "scoring_sidecar_judge_held_runs", {}) > 0
+        except aiohttp.ClientError:
+            return False
+
+    try:
+        first.start()
+        await wait_for(lambda: holding(first), 30, "held runs in the first sidecar")
+        second.start()  # the group rebalances: the first loses partitions with held runs
+        await wait_for(lambda: holding(second), 60, "held runs in the second sidecar")
+        await judge.up()
+        values = await scored(kafka_bootstrap, scores, expect=expected, timeout_s=60)
+        await asyncio.sleep(1.0)
+        assert first.terminate() == 0 and second.terminate() == 0
+    finally:
+        first.kill()
+        second.kill()
+        await judge.down()
+    assert "left to their new owner" in first.log_path.read_text()
+    assert len(values) == expected
+    assert {(v["traceId"], v["scorerId"]) for v in values.values()} == {(t, s) for t in positions for s in SCORERS}
     assert sum((await committed(kafka_bootstrap, group, spans)).values()) == len(positions)
