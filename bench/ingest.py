@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
 
-from sidecar.conventions import names as n
+from sidecar.core import names as n
 from sidecar.ingest import IngestConfig, process_record
 
 SPANS_PER_RECORD = 50

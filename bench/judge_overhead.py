@@ -48,7 +48,7 @@ import aiohttp
 from pydantic import SecretStr
 
 from sidecar.scoring import create_scorer
-from sidecar.scoring.judge.client import close_judge_clients
+from sidecar.scoring.judge.client import close_default_judge_clients
 from sidecar.scoring.judge.model import JudgeModel
 
 MODEL = "openai/gpt-4o-mini"
@@ -228,7 +228,7 @@ async def _bench(args: argparse.Namespace, url: str, server_pid: int) -> dict[st
                 for key in ("raw", "ours") if round_index % 2 == 0 else ("ours", "raw"):
                     await _measure(results[key], clients[key], share, args.concurrency, server_pid)
     finally:
-        await close_judge_clients()
+        await close_default_judge_clients()
     return results
 
 

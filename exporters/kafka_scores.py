@@ -47,10 +47,10 @@ from aiokafka.errors import (
 )
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from exporters.base import ScoredRun
 from exporters.partitioner import KeyPartitioner
 from sidecar import __version__
-from sidecar.timestamps import iso_millis
+from sidecar.core import ScoredRun
+from sidecar.core.timestamps import iso_millis
 
 __all__ = [
     "CONTENT_TYPE",
@@ -171,7 +171,7 @@ def score_record(run: ScoredRun) -> tuple[bytes, bytes, list[tuple[str, bytes]]]
 
 
 class KafkaScoreSink:
-    """A :class:`~exporters.base.Sink` producing score records to Kafka.
+    """A :class:`~sidecar.core.Sink` producing score records to Kafka.
 
     ``submit`` encodes the record and queues it; one sender task hands queued records to the producer,
     which batches them (``linger_ms``, ``max_batch_size``) and reports each delivery through a callback.

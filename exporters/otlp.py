@@ -74,9 +74,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from exporters.base import ScoredRun
 from sidecar import __version__
-from sidecar.conventions import names
+from sidecar.core import ScoredRun, names
 from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord, StepName
 
 __all__ = [
@@ -522,7 +521,7 @@ def _http_base(endpoint: str) -> str:
 
 
 class OtlpTraceSink:
-    """A :class:`~exporters.base.Sink` sending scorer-run spans (and evaluation log events) over OTLP.
+    """A :class:`~sidecar.core.Sink` sending scorer-run spans (and evaluation log events) over OTLP.
 
     ``endpoint``: for ``grpc`` the receiver address (``http://host:4317`` is plaintext, ``https://`` TLS);
     for ``http/protobuf`` the base URL (``http://host:4318``; ``/v1/traces`` and ``/v1/logs`` are appended,

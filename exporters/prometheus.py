@@ -6,9 +6,9 @@ labels, judge models, topics and partitions come from configuration; outcomes, t
 from fixed sets. Trace ids never become label values: they go into exemplars, which only the
 OpenMetrics exposition carries (``exporters.http_server`` serves it when the scraper asks for it).
 
-``PrometheusSink`` is the Sink the runtime hands finished runs to; it updates the metrics synchronously
-in ``submit``. Everything the sink cannot see (consumer lag, dead letters, in-flight runs, skipped and
-shed work, judge pauses, spend) the runtime sets through ``SidecarMetrics`` methods.
+``SidecarMetrics`` is a ``ServiceObserver``: the service, the judge clients and the judge gates report
+what happens to it (runs finished and skipped, records consumed, judge calls as each ends, judge states,
+exporter flushes), and it turns every event into metrics synchronously.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
-from exporters.base import ScoredRun
 from sidecar import __version__
-from sidecar.ingest.deadletter import DeadLetterCounter, DeadLetterReason
-from sidecar.ingest.pipeline import ProcessedRecord
+from sidecar.core import ScoredRun
+from sidecar.core.deadletters import DeadLetterReason
+from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall, JudgeCallOutcome
@@ -45,7 +45,6 @@ __all__ = [
     "SHED_REASONS",
     "SKIP_OUTCOMES",
     "TOKEN_TYPES",
-    "PrometheusSink",
     "ScorerOutcome",
     "ShedReason",
     "SidecarMetrics",
@@ -59,7 +58,6 @@ log = logging.getLogger(__name__)
 PREFIX: Final = "scoring_sidecar"
 
 ScorerOutcome = Literal["scored", "failed", "not_scorable", "filtered", "sampled_out", "shed", "too_large"]
-SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
 ShedReason = Literal["spend_cap", "circuit_open", "paused"]
 JudgeState = Literal["closed", "open", "half_open", "paused"]
 TokenType = Literal["input", "output", "reasoning", "cached_input", "cache_creation"]
@@ -149,34 +147,21 @@ def _check(value: str, allowed: tuple[str, ...], what: str) -> str:
 
 
 class _DeadLetterCollector(Collector):
-    """``scoring_sidecar_dead_letters_total{reason}``: counts added here plus attached ``DeadLetterCounter``s.
-
-    Every known reason is exported, zero included, so ``rate()`` and alert rules see the series from
-    the first scrape on.
-    """
+    """``scoring_sidecar_dead_letters_total{reason}``, every known reason exported from the first scrape
+    on (zero included), so ``rate()`` and alert rules see the series at once."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._lock = threading.Lock()
         self._counts: dict[str, float] = {r.value: 0.0 for r in DeadLetterReason}
-        self._sources: list[DeadLetterCounter] = []
 
     def add(self, reason: str, n: float) -> None:
         with self._lock:
             self._counts[reason] = self._counts.get(reason, 0.0) + n
 
-    def attach(self, counter: DeadLetterCounter) -> None:
-        with self._lock:
-            if all(source is not counter for source in self._sources):
-                self._sources.append(counter)
-
     def collect(self) -> Iterable[Metric]:
         with self._lock:
             counts = dict(self._counts)
-            sources = list(self._sources)
-        for source in sources:
-            for reason, n in source.counts().items():
-                counts[reason] = counts.get(reason, 0.0) + n
         family = CounterMetricFamily(
             self._name, "Records (or spans) sent to the dead-letter topic, by reason.", labels=["reason"]
         )
@@ -188,8 +173,8 @@ class _DeadLetterCollector(Collector):
         yield CounterMetricFamily(self._name, "", labels=["reason"])
 
 
-class SidecarMetrics:
-    """Every metric of the sidecar, in a registry of its own (``registry``)."""
+class SidecarMetrics(ServiceObserver):
+    """Every metric of the sidecar, in a registry of its own (``registry``), fed as a ``ServiceObserver``."""
 
     def __init__(
         self,
@@ -242,7 +227,9 @@ class SidecarMetrics:
             buckets=SCORE_LATENCY_BUCKETS,
             registry=r,
         )
-        self.runs_in_flight = Gauge(f"{p}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r)
+        self.runs_in_flight_gauge = Gauge(
+            f"{p}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r
+        )
 
         # -- judge ----------------------------------------------------------------------------------
         self.judge_tokens = Counter(
@@ -303,7 +290,7 @@ class SidecarMetrics:
             buckets=SCORE_LATENCY_BUCKETS,
             registry=r,
         )
-        self.judge_spend = Gauge(
+        self.judge_spend_gauge = Gauge(
             f"{p}_judge_spend_usd",
             "Judge spend in USD within the current spend-cap window.",
             ["judge_model"],
@@ -340,7 +327,7 @@ class SidecarMetrics:
         )
 
         # -- ingest ---------------------------------------------------------------------------------
-        self.consumer_lag = Gauge(
+        self.consumer_lag_gauge = Gauge(
             f"{p}_consumer_lag_records",
             "Records between the committed offset and the partition's high watermark.",
             ["topic", "partition"],
@@ -348,7 +335,7 @@ class SidecarMetrics:
         )
         self.records_consumed = Counter(f"{p}_records_consumed", "Kafka records consumed.", ["topic"], registry=r)
         self.spans_seen = Counter(f"{p}_spans_seen", "Spans decoded from consumed records.", registry=r)
-        self.spans_skipped = Counter(
+        self.spans_skipped_total = Counter(
             f"{p}_spans_skipped",
             "Candidate spans deliberately not scored at ingest, by reason.",
             ["reason"],
@@ -426,14 +413,8 @@ class SidecarMetrics:
         lag_s = max(0.0, (self._clock_ns() - span_end_unix_nano) / 1e9)
         self._child(self.score_latency, scorer).observe(lag_s, exemplar=_exemplar(trace_id))
 
-    def run_started(self, n: int = 1) -> None:
-        self.runs_in_flight.inc(n)
-
-    def run_finished(self, n: int = 1) -> None:
-        self.runs_in_flight.dec(n)
-
     def set_runs_in_flight(self, n: int) -> None:
-        self.runs_in_flight.set(n)
+        self.runs_in_flight_gauge.set(n)
 
     def observe_run(self, run: ScoredRun) -> None:
         """Everything a finished run tells: outcome, score, end-to-end lag, duration. Its judge calls were
@@ -493,7 +474,7 @@ class SidecarMetrics:
     def set_judge_spend(self, judge_model: JudgeModel | str, spent_usd: float, cap_usd: float | None = None) -> None:
         """Spend within the current cap window (and the cap, when one is configured)."""
         label = self.register_judge(judge_model)
-        self._child(self.judge_spend, label).set(spent_usd)
+        self._child(self.judge_spend_gauge, label).set(spent_usd)
         if cap_usd is not None:
             self._child(self.judge_spend_cap, label).set(cap_usd)
 
@@ -506,7 +487,7 @@ class SidecarMetrics:
         scorer: str = "",
         agent: str = "unknown",
     ) -> None:
-        """Runs shed for a judge (over the spend cap, circuit open, …); also counted as scorer outcome ``shed``."""
+        """Runs shed for a judge (over its spend cap); also counted as scorer outcome ``shed``."""
         _check(reason, SHED_REASONS, "shed reason")
         if n:
             self.judge_shed.labels(judge_model=self.register_judge(judge_model), reason=reason).inc(n)
@@ -514,18 +495,12 @@ class SidecarMetrics:
 
     # -- ingest ---------------------------------------------------------------------------------------
     def set_consumer_lag(self, topic: str, partition: int, lag: int) -> None:
-        self.consumer_lag.labels(topic=topic, partition=str(partition)).set(max(0, lag))
+        self.consumer_lag_gauge.labels(topic=topic, partition=str(partition)).set(max(0, lag))
 
     def remove_consumer_lag(self, topic: str, partition: int) -> None:
         """Drop a partition's lag series (the partition was revoked: another replica reports it now)."""
         with contextlib.suppress(KeyError):
-            self.consumer_lag.remove(topic, str(partition))
-
-    def count_records_consumed(self, topic: str, n: int = 1) -> None:
-        self._child(self.records_consumed, topic).inc(n)
-
-    def count_spans_seen(self, n: int) -> None:
-        self.spans_seen.inc(n)
+            self.consumer_lag_gauge.remove(topic, str(partition))
 
     def count_dead_letters(self, reason: DeadLetterReason | str, n: int = 1) -> None:
         self._dead_letters.add(str(reason), n)
@@ -538,55 +513,52 @@ class SidecarMetrics:
         if pending is not None:
             self.exporter_pending.labels(exporter=name).set_function(lambda: float(pending()))
 
-    def observe_flush(self, name: str, *, confirmed: bool, up: bool) -> None:
-        """One checkpoint flush of an exporter: ``up`` is the runtime's verdict (see ``/readyz``)."""
+    # -- ServiceObserver ------------------------------------------------------------------------------
+    def record_consumed(self, topic: str, spans_seen: int) -> None:
+        self._child(self.records_consumed, topic).inc()
+        if spans_seen:
+            self.spans_seen.inc(spans_seen)
+
+    def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
+        _check(reason, SPAN_SKIP_REASONS, "span skip reason")
+        if n:
+            self._child(self.spans_skipped_total, reason).inc(n)
+
+    def dead_lettered(self, reason: str, n: int = 1) -> None:
+        self._dead_letters.add(reason, n)
+
+    def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
+        if lag is None:
+            self.remove_consumer_lag(topic, partition)
+        else:
+            self.set_consumer_lag(topic, partition, lag)
+
+    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
+        if outcome == "shed":
+            self.count_judge_shed(judge or "unknown", "spend_cap", n, scorer=scorer, agent=agent)
+        else:
+            self.count_skipped(scorer, outcome, n, agent=agent)
+
+    def run_finished(self, run: ScoredRun) -> None:
+        self.observe_run(run)
+
+    def runs_in_flight(self, n: int) -> None:
+        self.set_runs_in_flight(n)
+
+    def judge_state_changed(self, judge: str, state: str) -> None:
+        self.set_judge_state(judge, state)  # type: ignore[arg-type]
+
+    def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
+        self.set_judge_spend(judge, spent_usd, cap_usd)
+
+    def judge_hold_ended(self, judge: str, seconds: float) -> None:
+        self.observe_judge_hold(judge, seconds)
+
+    def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         if not confirmed:
             self._child(self.exporter_flush_failures, name).inc()
         self._child(self.exporter_up, name).set(1 if up else 0)
 
-    def track_dead_letters(self, counter: DeadLetterCounter) -> None:
-        """Export a ``DeadLetterCounter``'s counts, read at scrape time (instead of ``count_dead_letters``)."""
-        self._dead_letters.attach(counter)
-
-    def observe_record(self, topic: str, processed: ProcessedRecord) -> None:
-        """One consumed record: counted, its spans seen, ingest skips (``filtered`` and ``sampled_out`` also as
-        scorer outcomes with scorer ``""``). Dead letters are left to ``count_dead_letters``/``track_dead_letters``.
-        """
-        self.count_records_consumed(topic)
-        if processed.spans_seen:
-            self.count_spans_seen(processed.spans_seen)
-        skipped = processed.skipped
-        for reason in SPAN_SKIP_REASONS:
-            n: int = getattr(skipped, reason)
-            if n:
-                self.spans_skipped.labels(reason=reason).inc(n)
-        self.count_skipped("", "filtered", skipped.filtered)
-        self.count_skipped("", "sampled_out", skipped.sampled_out)
-
 
 def _exemplar(trace_id: str | None) -> dict[str, str] | None:
     return {"trace_id": trace_id} if trace_id else None
-
-
-class PrometheusSink:
-    """The Sink for metrics: ``submit`` updates ``SidecarMetrics`` at once; nothing is buffered."""
-
-    name = "prometheus"
-
-    def __init__(self, metrics: SidecarMetrics) -> None:
-        self.metrics = metrics
-
-    async def start(self) -> None:
-        return None
-
-    async def submit(self, run: ScoredRun) -> None:
-        try:
-            self.metrics.observe_run(run)
-        except Exception:  # metrics must never take a run (or the runtime) down
-            log.exception("could not record metrics for scorer run %s", run.scorer_id)
-
-    async def flush(self, timeout_s: float) -> bool:
-        return True
-
-    async def close(self) -> None:
-        return None

@@ -104,24 +104,31 @@ def _invalid(config: str, error: SettingsError) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """Load the settings and build every scorer; print a verdict. 0: valid, 2: invalid."""
+    """Load the settings and build every scorer; print a verdict. 0: valid, 2: invalid.
+
+    A file without ``kafka`` is checked as an ``eval`` configuration (``run`` would need one)."""
     from pathlib import Path
 
     from sidecar.runtime.scorer_factory import build_scorers
-    from sidecar.runtime.settings import SettingsError, load_settings
+    from sidecar.runtime.settings import EvalSettings, Settings, SettingsError, load_eval_settings, load_settings
 
+    path = Path(args.config)
     try:
-        settings = load_settings(Path(args.config))
+        settings: EvalSettings = load_eval_settings(path)
+        if settings.kafka is not None:
+            settings = load_settings(path)  # the live service's checks too
         build_scorers(settings)
     except SettingsError as exc:
         return _invalid(args.config, exc)
     ids = ", ".join(s.id for s in settings.scorers)
     judges = ", ".join(settings.judges) or "none"
-    topics = ", ".join(settings.kafka.topics)
     counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
-    print(f"config OK: {counts}, topics ({topics})")
-    if settings.runtime.workers > 1:
-        from sidecar.runtime.supervisor import limits_below_worker_count
+    if settings.kafka is None:
+        print(f"config OK for eval: {counts}; no kafka section, which `run` needs")
+        return 0
+    print(f"config OK: {counts}, topics ({', '.join(settings.kafka.topics)})")
+    if settings.runtime.workers > 1 and isinstance(settings, Settings):
+        from sidecar.app.supervisor import limits_below_worker_count
 
         for problem in limits_below_worker_count(settings):
             print(f"  warning: {problem}", file=sys.stderr)
@@ -139,7 +146,7 @@ def _worker_position(value: str) -> tuple[int, int]:
 def _run(args: argparse.Namespace) -> int:
     """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration.
 
-    With more than one worker this process supervises worker processes (``sidecar.runtime.supervisor``);
+    With more than one worker this process supervises worker processes (``sidecar.app.supervisor``);
     each worker is this same command with ``--worker INDEX/COUNT``.
     """
     import logging
@@ -171,15 +178,15 @@ def _run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     if args.worker is None and settings.runtime.workers > 1:
+        from sidecar.app.supervisor import supervise
         from sidecar.runtime.scorer_factory import build_scorers
-        from sidecar.runtime.supervisor import supervise
 
         try:  # here, once: a scorer that cannot be built fails the pod at start, not as a worker crash loop
             build_scorers(settings)
         except SettingsError as exc:
             return _invalid(args.config, exc)
         return supervise(settings, Path(args.config))
-    from sidecar.runtime.app import serve
+    from sidecar.app.serve import serve
 
     return serve(settings, metrics_socket=args.metrics_socket, stop_with_parent=args.worker is not None)
 

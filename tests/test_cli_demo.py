@@ -16,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from exporters.prometheus import SidecarMetrics
-from sidecar.demo import DemoOptions, DemoSummary, histogram_quantile, read_summary, render_summary, run_demo
+from sidecar.core import ScoredRun, ScorerRunRequest, SpanTarget
+from sidecar.core.observers import Observers
+from sidecar.demo import DemoOptions, DemoSummary, percentile, render_summary, run_demo
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS
+from sidecar.scoring import AgentRunInput, JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall, JudgeUsage, ScorerRunResult
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.sidecar_process import free_port
@@ -101,38 +105,69 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
             assert scored > 0, f"no {scorer} scores for {agent.name}:\n{stdout}"
             assert 0.0 <= average <= 1.0
     assert re.search(r"judge openai/stand-in-heuristic: \d+ calls, 0 errors, tokens \d+ in", stdout), stdout
-    assert "judge call latency: p50" in stdout and "score latency" in stdout
+    assert "judge call latency (last 60s): p50" in stdout and "score latency" in stdout
     assert "shed: none; dead letters: 0" in stdout
     assert "Traceback" not in stderr
     assert _session_processes(process.pid) == []
 
 
-def test_histogram_quantile_interpolates_like_prometheus() -> None:
-    buckets = [(0.1, 0.0), (0.5, 50.0), (1.0, 100.0), (float("inf"), 100.0)]
-    assert histogram_quantile(0.5, buckets) == pytest.approx(0.5)
-    assert histogram_quantile(0.25, buckets) == pytest.approx(0.3)
-    assert histogram_quantile(0.99, buckets) == pytest.approx(0.99)
-    assert histogram_quantile(0.5, [(1.0, 0.0), (float("inf"), 0.0)]) is None
-    assert histogram_quantile(0.99, [(1.0, 1.0), (float("inf"), 10.0)]) == 1.0  # overflow: highest finite bound
+def test_percentiles_are_nearest_rank() -> None:
+    values = [0.5, 0.1, 0.9, 0.3]
+    assert percentile(0.5, values) == 0.3 and percentile(0.99, values) == 0.9 and percentile(0.0, values) == 0.1
+    assert percentile(0.5, []) is None
 
 
-def test_summary_reads_the_metrics_registry() -> None:
-    metrics = SidecarMetrics()
-    metrics.count_run("prompt-alignment", "support-bot", "scored")
-    metrics.count_run("prompt-alignment", "support-bot", "scored")
-    metrics.observe_score("prompt-alignment", "support-bot", 0.4)
-    metrics.observe_score("prompt-alignment", "support-bot", 0.8)
-    metrics.count_run("prompt-alignment", "support-bot", "failed")
-    metrics.count_judge_shed("openai/x", "spend_cap", scorer="prompt-alignment", agent="travel-agent")
-    summary = read_summary(metrics)
+def scored_run(scorer: str, agent: str, outcome: str, score: float | None, *, age_s: float = 0.0) -> ScoredRun:
+    target = SpanTarget(
+        trace_id="0" * 31 + "1", span_id="0" * 15 + "1", end_time_unix_nano=time.time_ns() - int(age_s * 1e9)
+    )
+    result = ScorerRunResult(run_id="r", score=score) if score is not None else None
+    return ScoredRun(
+        request=ScorerRunRequest(target=target, input=AgentRunInput(), output=()),
+        scorer_id=scorer,
+        scorer_name=scorer,
+        scorer_fingerprint="f",
+        outcome=outcome,  # type: ignore[arg-type]
+        result=result,
+        error=None,
+        started_unix_nano=0,
+        finished_unix_nano=0,
+        agent_label=agent,
+    )
+
+
+def test_summary_listens_to_the_event_stream() -> None:
+    now = [1000.0]
+    summary = DemoSummary(clock=lambda: now[0])
+    events = Observers([summary])
+    events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.4, age_s=2.0))
+    events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.8, age_s=4.0))
+    events.run_finished(scored_run("prompt-alignment", "support-bot", "failed", None))
+    events.runs_skipped("prompt-alignment", "travel-agent", "shed", 1, judge="openai/x")
+    events.judge_call_finished(
+        JudgeModel(model="openai/x"),
+        ChatRequest(messages=(), scorer="prompt-alignment", step="analyze"),
+        JudgeCall(outcome="ok", duration_s=0.2, usage=JudgeUsage(input_tokens=10, output_tokens=3)),
+    )
+    events.judge_call_finished(
+        JudgeModel(model="openai/x"),
+        ChatRequest(messages=()),
+        JudgeCall(outcome="connection_error", duration_s=0.01),
+    )
     cell = summary.cells[("support-bot", "prompt-alignment")]
     assert (cell.scored, cell.failed) == (2, 1)
     assert cell.average == pytest.approx(0.6)
     assert summary.cells[("travel-agent", "prompt-alignment")].shed == 1
-    assert summary.shed == {"spend_cap": 1.0}
+    assert summary.shed == {"spend_cap": 1}
+    assert (summary.tokens_in, summary.tokens_out, summary.judge_errors) == (10, 3, 1)
     text = render_summary(summary, elapsed_s=3, produced=5, judge_label="openai/x", stand_in=False)
     assert re.search(r"support-bot\s+prompt-alignment\s+2\s+1\s+0\s+0\s+0.60", text), text
-    assert "shed: spend_cap 1" in text
+    assert "shed: spend_cap 1" in text and "judge openai/x: 2 calls, 1 errors, tokens 10 in / 3 out" in text
+    assert re.search(r"score latency \(span end → export, last 60s\) prompt-alignment: p50 [23]\.\d\ds", text), text
+    # Latencies cover the last minute only: the table says how the pipeline is doing now.
+    now[0] += 61
+    later = render_summary(summary, elapsed_s=64, produced=5, judge_label="openai/x", stand_in=False)
+    assert "judge call latency (last 60s): p50 -" in later and "export, last 60s) prompt-alignment: p50 -" in later
     empty = render_summary(DemoSummary(), elapsed_s=0, produced=0, judge_label="j", stand_in=True, final=True)
     assert "(no scores yet)" in empty and "est. cost $0 (stand-in)" in empty
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from sidecar.conventions import Selection, spans_to_runs
-from sidecar.conventions import names as n
+from sidecar.core import names as n
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest import decode_traces
-from sidecar.runs import ScorerRunRequest
 from sidecar.scoring.agent import ReasoningPart, TextPart, ToolInvocationPart
 from tests.support.otel import otlp_json, otlp_proto, otlp_request, set_structured
 from tests.support.traces import agent_trace, hex_ids, span_by_name

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from sidecar.conventions import Selection, spans_to_runs
-from sidecar.conventions import names as n
+from sidecar.core import names as n
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest import decode_traces
-from sidecar.runs import ScorerRunRequest
 from tests.support.otel import otlp_json, otlp_proto
 from tests.support.traces import agent_trace, hex_ids, span_by_name
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sidecar.conventions import names as n
 from sidecar.conventions import spans_to_runs
+from sidecar.core import names as n
 from sidecar.ingest import decode_traces
 from tests.support.otel import otlp_proto
 from tests.support.traces import agent_trace

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from sidecar.conventions import AttributePredicate, NameFilter, Selection, sample_score, spans_to_runs
-from sidecar.conventions import names as n
+from sidecar.core import names as n
 from sidecar.ingest import decode_traces
 from tests.support.otel import otlp_proto, record_spans
 from tests.support.traces import agent_trace

@@ -14,11 +14,11 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.partitioner import DefaultPartitioner
 from pydantic import BaseModel
 
-from exporters.base import ScoredRun, Sink, score_id_for
 from exporters.kafka_scores import KafkaScoreSink, score_record, score_record_json
 from sidecar import __version__
+from sidecar.core import ScoredRun, Sink, score_id_for
+from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
-from sidecar.runs import ScorerRunRequest, SpanTarget
 from sidecar.scoring import Scorer, create_scorer, not_scorable
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.testing.judge_server import JudgeServer, Reply

@@ -11,10 +11,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from pydantic import BaseModel, SecretStr
 
 from exporters import otlp as o
-from exporters.base import ScoredRun, Sink
 from exporters.otlp import OtlpTraceSink
 from sidecar.conventions import Selection, spans_to_runs
-from sidecar.runs import ScorerRunRequest, SpanTarget
+from sidecar.core import ScoredRun, Sink
+from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.scoring import JudgeModel, Scorer, create_scorer, not_scorable
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.scoring.types import JudgeExecutionFailure, JudgeExecutionSuccess

@@ -20,21 +20,20 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from prometheus_client.samples import Sample
 from pydantic import BaseModel, SecretStr
 
-from exporters.base import ScoredRun, Sink
 from exporters.http_server import MetricsServer
 from exporters.prometheus import (
     JUDGE_CALL_DURATION_BUCKETS,
     JUDGE_CALL_OUTCOMES,
     SCORE_BUCKETS,
-    PrometheusSink,
     SidecarMetrics,
     judge_model_label,
     normalise_score,
 )
-from sidecar.conventions.spans import SkipCounts
-from sidecar.ingest.deadletter import DeadLetter, DeadLetterCounter, DeadLetterReason
-from sidecar.ingest.pipeline import ProcessedRecord
-from sidecar.runs import ScorerRunRequest, SpanTarget
+from sidecar.core import ScoredRun
+from sidecar.core.deadletters import DeadLetterReason
+from sidecar.core.observers import Observers, ServiceObserver
+from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.demo import DemoSummary
 from sidecar.scoring import (
     AgentRunInput,
     JudgeExecutionFailure,
@@ -44,7 +43,7 @@ from sidecar.scoring import (
     create_scorer,
     not_scorable,
 )
-from sidecar.scoring.judge.client import JudgeClient, install_judge_client
+from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.types import JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.runs import scored_run_of
@@ -134,10 +133,17 @@ def executions(runs: Iterable[ScoredRun]) -> list[tuple[str, JudgeExecution]]:
     ]
 
 
+CLIENTS: dict[str, JudgeClient] = {}
+
+
 def observed(model: JudgeModel, metrics: SidecarMetrics) -> JudgeModel:
-    """The model's client reports every call to ``metrics``, as the runtime wires it."""
-    install_judge_client(JudgeClient(model, observers=[metrics]))
+    """The model's client reports every call to ``metrics``, as the assembly wires it."""
+    CLIENTS[model.cache_key()] = JudgeClient(model, observers=[metrics])
     return model
+
+
+def bound(scorer: Scorer, model: JudgeModel) -> Scorer:
+    return scorer.bind(CLIENTS[model.cache_key()])
 
 
 async def real_runs(judge_server: JudgeServer, metrics: SidecarMetrics) -> list[ScoredRun]:
@@ -155,25 +161,25 @@ async def real_runs(judge_server: JudgeServer, metrics: SidecarMetrics) -> list[
     judge_server.script(
         Reply.error(429, retry_after=0.01), Reply.json({"verdict": "yes", "confidence": 0.75}, usage=usage)
     )
-    runs.append(await scored_run(verdict_scorer(model)))
+    runs.append(await scored_run(bound(verdict_scorer(model), model)))
     # The provider reports its cost.
     judge_server.script(Reply.json({"verdict": "no", "confidence": 0.25}, cost=0.001))
-    runs.append(await scored_run(verdict_scorer(model), agent="booking-agent"))
+    runs.append(await scored_run(bound(verdict_scorer(model), model), agent="booking-agent"))
     # Two invalid answers: a failed run whose failed execution still used tokens.
     judge_server.script(Reply(content="not json"), Reply(content='{"verdict": "yes"}'))
-    runs.append(await scored_run(verdict_scorer(model)))
+    runs.append(await scored_run(bound(verdict_scorer(model), model)))
     # Server errors, retried once: failed, no usage.
     judge_server.script(Reply.error(500, "boom"), Reply.error(500, "boom"))
-    runs.append(await scored_run(verdict_scorer(model)))
+    runs.append(await scored_run(bound(verdict_scorer(model), model)))
     # A judge nobody listens for: refused connections, retried once, failed.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead_port = sock.getsockname()[1]
     dead = observed(judge_model(judge_server, api_base=f"http://127.0.0.1:{dead_port}/v1"), metrics)
-    runs.append(await scored_run(verdict_scorer(dead)))
+    runs.append(await scored_run(bound(verdict_scorer(dead), dead)))
     # A run cancelled mid-call (shutdown, rebalance): no ScoredRun, but the call is counted.
     judge_server.script(Reply.json({"verdict": "yes", "confidence": 1.0}, delay_s=2.0))
-    abandoned = asyncio.ensure_future(scored_run(verdict_scorer(model)))
+    abandoned = asyncio.ensure_future(scored_run(bound(verdict_scorer(model), model)))
     await asyncio.sleep(0.3)  # the request is at the judge, which answers after 2 s
     abandoned.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -185,11 +191,11 @@ async def real_runs(judge_server: JudgeServer, metrics: SidecarMetrics) -> list[
         Reply.json({"verdict": "yes", "confidence": 1.0}, delay_s=0.4),
         Reply.json({"verdict": "yes", "confidence": 0.5}),
     )
-    runs.append(await scored_run(verdict_scorer(slow)))
+    runs.append(await scored_run(bound(verdict_scorer(slow), slow)))
     # 0–10 scores: 7 → 0.7, 12 → clamped to 1.0.
     judge_server.script(Reply.json({"rating": 7}), Reply.json({"rating": 12}))
-    runs.append(await scored_run(rating_scorer(model)))
-    runs.append(await scored_run(rating_scorer(model)))
+    runs.append(await scored_run(bound(rating_scorer(model), model)))
+    runs.append(await scored_run(bound(rating_scorer(model), model)))
     runs.append(await scored_run(tool_scorer()))
     return runs
 
@@ -230,12 +236,8 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
         "scored",
         "not_scorable",
     ]
-    sink = PrometheusSink(metrics)
-    await sink.start()
     for run in runs:
-        await sink.submit(run)
-    assert await sink.flush(1.0) is True
-    await sink.close()
+        metrics.run_finished(run)  # as the service reports each finished run
 
     async with MetricsServer(metrics.registry, host="127.0.0.1", port=0) as server:
         assert server.port != 0
@@ -359,9 +361,8 @@ async def test_metrics_from_real_scorer_runs_match_the_judge_record(judge_server
 async def test_openmetrics_carries_trace_ids_as_exemplars(judge_server: JudgeServer) -> None:
     metrics = SidecarMetrics(scales={"rating": 10})
     runs = await real_runs(judge_server, metrics)
-    sink = PrometheusSink(metrics)
     for run in runs:
-        await sink.submit(run)
+        metrics.run_finished(run)
     async with MetricsServer(metrics.registry, host="127.0.0.1", port=0) as server:
         status, content_type, text = await scrape(server, accept=OPENMETRICS)
         _, _, plain = await scrape(server)
@@ -403,32 +404,29 @@ async def test_openmetrics_carries_trace_ids_as_exemplars(judge_server: JudgeSer
 
 async def test_runtime_metrics_and_dead_letters() -> None:
     metrics = SidecarMetrics(version="9.9.9")
-    letters = DeadLetterCounter()
-    letters.add([DeadLetter(DeadLetterReason.DECODE_ERROR), DeadLetter(DeadLetterReason.TOO_LARGE, "big")])
-    metrics.track_dead_letters(letters)
-    metrics.track_dead_letters(letters)  # attaching twice counts once
-    metrics.count_dead_letters(DeadLetterReason.DECODE_ERROR, 2)
-    metrics.count_dead_letters("unmappable")
-    metrics.set_consumer_lag("otlp_spans", 0, 42)
-    metrics.set_consumer_lag("otlp_spans", 1, 7)
-    metrics.set_consumer_lag("otlp_spans", 2, 3)
-    metrics.remove_consumer_lag("otlp_spans", 2)
-    metrics.remove_consumer_lag("otlp_spans", 99)  # unknown: no error
-    metrics.observe_record(
-        "otlp_spans", ProcessedRecord(spans_seen=9, skipped=SkipCounts(filtered=2, sampled_out=3, internal=1))
-    )
-    metrics.observe_record("otlp_spans", ProcessedRecord())
-    metrics.count_skipped("verdict", "too_large", agent="travel-agent")
-    metrics.count_skipped("verdict", "too_large", 0)  # nothing to count: no series
-    metrics.run_started()
-    metrics.run_started()
-    metrics.run_finished()
+    observer: ServiceObserver = Observers([metrics])  # what the service reports, as it reports it
+    for reason in ("decode_error", "too_large", "decode_error", "decode_error", "unmappable"):
+        observer.dead_lettered(reason)
+    observer.dead_lettered("decode_error", 1)
+    observer.consumer_lag("otlp_spans", 0, 42)
+    observer.consumer_lag("otlp_spans", 1, 7)
+    observer.consumer_lag("otlp_spans", 2, 3)
+    observer.consumer_lag("otlp_spans", 2, None)  # revoked
+    observer.consumer_lag("otlp_spans", 99, None)  # unknown: no error
+    observer.record_consumed("otlp_spans", 9)
+    observer.spans_skipped("internal", 1)
+    observer.runs_skipped("", "unknown", "filtered", 2)
+    observer.runs_skipped("", "unknown", "sampled_out", 3)
+    observer.record_consumed("otlp_spans", 0)
+    observer.runs_skipped("verdict", "travel-agent", "too_large", 1)
+    observer.runs_skipped("verdict", "travel-agent", "too_large", 0)  # nothing to count: no series
+    observer.runs_in_flight(2)
+    observer.runs_in_flight(1)
     judge = JudgeModel(model="gpt-4o-mini")
-    metrics.set_judge_state(judge, "open")
-    metrics.set_judge_spend(judge, 4.5, cap_usd=5.0)
-    metrics.count_judge_shed(judge, "spend_cap", 3, scorer="verdict")
-    letters.add([DeadLetter(DeadLetterReason.DECODE_ERROR)])  # read at scrape time
-
+    metrics.register_judge(judge)
+    observer.judge_state_changed(judge.litellm_model, "open")
+    observer.judge_spend(judge.litellm_model, 4.5, 5.0)
+    observer.runs_skipped("verdict", "unknown", "shed", 3, judge=judge.litellm_model)
     async with MetricsServer(metrics.registry, host="127.0.0.1", port=0) as server:
         _, _, text = await scrape(server)
     samples = samples_of(parse_text(text))
@@ -503,16 +501,17 @@ def test_score_normalisation_and_latency_clock() -> None:
 
 def test_each_instance_has_its_own_registry() -> None:
     first, second = SidecarMetrics(), SidecarMetrics()
-    first.count_records_consumed("t", 5)
+    for _ in range(5):
+        first.record_consumed("t", 1)
     assert first.registry is not second.registry
     assert first.registry.get_sample_value("scoring_sidecar_records_consumed_total", {"topic": "t"}) == 5
     assert second.registry.get_sample_value("scoring_sidecar_records_consumed_total", {"topic": "t"}) is None
     assert prometheus_client.REGISTRY.get_sample_value("scoring_sidecar_build_info", {"version": "0.1.0"}) is None
 
 
-async def test_sink_protocol_and_a_broken_run_never_raises(caplog: pytest.LogCaptureFixture) -> None:
-    sink = PrometheusSink(SidecarMetrics())
-    assert isinstance(sink, Sink) and sink.name == "prometheus"
+async def test_a_broken_run_never_takes_the_observers_down(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = SidecarMetrics()
+    after = DemoSummary()
     target = SpanTarget(trace_id=new_trace_id(), span_id=secrets.token_hex(8))
     broken = ScoredRun(
         request=ScorerRunRequest(target=target, input=AgentRunInput(), output=()),
@@ -525,9 +524,9 @@ async def test_sink_protocol_and_a_broken_run_never_raises(caplog: pytest.LogCap
         started_unix_nano=0,
         finished_unix_nano=0,
     )
-    await sink.submit(broken)
-    assert "could not record metrics" in caplog.text
-    assert await sink.flush(0.1) is True
+    Observers([metrics, after]).run_finished(broken)
+    assert "observer SidecarMetrics failed on run_finished" in caplog.text
+    assert sum(cell.failed for cell in after.cells.values()) == 1  # the next observer still heard of it
 
 
 # -- health endpoints ------------------------------------------------------------------------------

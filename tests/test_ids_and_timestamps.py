@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporters.base import SCORE_ID_NAMESPACE, score_id_for
 from exporters.partitioner import KeyPartitioner, murmur2
-from sidecar.timestamps import iso_millis
+from sidecar.core import SCORE_ID_NAMESPACE, score_id_for
+from sidecar.core.timestamps import iso_millis
 
 hex_ids = st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=32)
 

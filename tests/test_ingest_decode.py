@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.conventions import names as n
+from sidecar.core import names as n
 from sidecar.ingest import DeadLetterReason, IngestConfig, TraceDecodeError, decode_traces, process_record
 from tests.support.otel import otlp_json, otlp_proto
 from tests.support.traces import agent_trace

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from sidecar.conventions import names as n
+from sidecar.core import names as n
 from sidecar.ingest import DeadLetterCounter, DeadLetterReason, IngestConfig
 from sidecar.ingest.kafka import IngestedRecord, TraceIngestor, open_trace_ingestor
 from tests.support.otel import otlp_json, otlp_proto

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from sidecar.runtime.judge_gate import GateConfig, GateState, JudgeGate, install_gates
+from sidecar.runtime.judge_gate import GateConfig, GateState, JudgeGate
 from sidecar.scoring import JudgeExecutionFailure, ScorerRunError, ScorerRunResult, create_scorer
 from sidecar.scoring.deadline import run_deadline
-from sidecar.scoring.judge.client import JudgeClient, install_judge_client, judge_client
+from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.judge.errors import JudgeUnavailableError
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -72,18 +72,24 @@ def judge_model(judge_server: JudgeServer, request: pytest.FixtureRequest, **ove
     return JudgeModel(**settings)
 
 
+# The gated client of each judge model a test made (scorers are bound to it, as the assembly binds them).
+CLIENTS: dict[str, JudgeClient] = {}
+
+
 def gated(
     judge_server: JudgeServer, request: pytest.FixtureRequest, config: GateConfig, **gate_kwargs: Any
 ) -> tuple[JudgeModel, JudgeGate]:
     model = judge_model(judge_server, request)
     gate = JudgeGate(model, config, **gate_kwargs)
-    install_judge_client(JudgeClient(model, gate=gate))
+    CLIENTS[model.cache_key()] = JudgeClient(model, gate=gate)
     return model, gate
 
 
 def scorer(model: JudgeModel):  # type: ignore[no-untyped-def]
-    return create_scorer(id="gated", description="gate test", judge={"model": model}).generate_score(
-        description="score it", create_prompt=lambda ctx: f"Score this answer: {ctx.run.output}"
+    return (
+        create_scorer(id="gated", description="gate test", judge={"model": model})
+        .generate_score(description="score it", create_prompt=lambda ctx: f"Score this answer: {ctx.run.output}")
+        .bind(CLIENTS[model.cache_key()])
     )
 
 
@@ -299,7 +305,7 @@ async def test_a_request_that_fails_while_the_judge_answers_others_uses_up_its_r
     judge_server.reset(responder)
     model, gate = gated(judge_server, request, GateConfig(failure_threshold=100))
     model = model.model_copy(update={"max_retries": 2})
-    install_judge_client(JudgeClient(model, gate=gate))
+    CLIENTS[model.cache_key()] = JudgeClient(model, gate=gate)
     stop = asyncio.Event()
 
     async def healthy_traffic() -> None:
@@ -423,23 +429,6 @@ async def test_spend_cap_hold_policy_waits_for_the_window(
     assert len(judge_server.requests) == 4 and gate.held == 0
 
 
-async def test_install_gates_registers_gated_clients(judge_server: JudgeServer, request: pytest.FixtureRequest) -> None:
-    clock_free = judge_model(judge_server, request)
-    other = judge_model(judge_server, request, model="openai/gpt-4o")
-    events = Events()
-    gates = install_gates(
-        {"default": (clock_free, GateConfig(max_concurrency=4)), "big": (other, GateConfig(spend_cap_usd=1.0))},
-        **events.kwargs(),
-    )
-    assert set(gates) == {"default", "big"}
-    assert judge_client(clock_free).gate is gates["default"]
-    assert judge_client(other).gate is gates["big"]
-    assert gates["big"].name == "openai/gpt-4o" and gates["big"].cap_usd == 1.0
-    assert (await run(other)).score == 1.0
-    assert gates["big"].spent_usd > 0 and events.spend[0][0] == "openai/gpt-4o"
-    assert gates["default"].spent_usd == 0
-
-
 async def test_callback_errors_do_not_break_the_gate(
     judge_server: JudgeServer, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -496,13 +485,13 @@ async def test_every_call_is_reported_once_whatever_becomes_of_its_run(
     log = CallLog()
     model = judge_model(judge_server, request, max_retries=5)
     gate = JudgeGate(model, GateConfig(failure_threshold=100))
-    install_judge_client(JudgeClient(model, gate=gate, observers=[log]))
     analyzer = (
         create_scorer(id="counted", judge={"model": model})
         .analyze(
             description="verdict", create_prompt=lambda ctx: f"judge {ctx.run.output}", output_schema=GeneratedScore
         )
         .generate_score(lambda ctx: ctx.results.analyze_step_result.score)
+        .bind(JudgeClient(model, gate=gate, observers=[log]))
     )
     # Some runs fail (two unusable answers in a row); their calls count all the same.
     await asyncio.gather(*(analyzer.run(input="q", output=f"a{i}") for i in range(12)), return_exceptions=True)

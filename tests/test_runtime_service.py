@@ -11,7 +11,7 @@ import pytest
 
 from exporters.kafka_scores import KafkaScoreSink
 from exporters.otlp import OtlpTraceSink
-from exporters.prometheus import PrometheusSink, SidecarMetrics
+from exporters.prometheus import SidecarMetrics
 from sidecar.conventions.selection import Selection
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
@@ -20,7 +20,7 @@ from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringServ
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
-from sidecar.scoring.judge.client import JudgeClient, install_judge_client
+from sidecar.scoring.judge.client import JudgeClient
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.sidecar_process import committed_total, free_port, produce_traces, read_topic
@@ -50,7 +50,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
 
     judge = JudgeModel(model="openai/gpt-4o-mini", api_base=judge_server.url, transport="http")
     metrics = SidecarMetrics()
-    install_judge_client(JudgeClient(judge, observers=[metrics]))  # every call counted, as the runtime wires it
+    client = JudgeClient(judge, observers=[metrics])  # every call counted, as the assembly wires it
     otlp = OtlpTraceSink(otlp_receiver.endpoint("http/protobuf"), protocol="http/protobuf", evaluation_logs=False)
     kafka_sink = KafkaScoreSink(kafka_bootstrap, topic=scores_topic)
     group = unique_name("group")
@@ -60,11 +60,13 @@ async def test_every_agent_span_is_scored_exported_and_committed(
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=dead_topic),
         topics=[spans_topic],
         scorers=[
-            ConfiguredScorer(create_prompt_alignment_scorer_llm(model=judge), judge_model=judge.litellm_model),
+            ConfiguredScorer(
+                create_prompt_alignment_scorer_llm(model=judge).bind(client), judge_model=judge.litellm_model
+            ),
             ConfiguredScorer(length_scorer(), selection=Selection(agents={"include": ("coding-*",)})),  # type: ignore[arg-type]
         ],
-        sinks=[PrometheusSink(metrics), kafka_sink, otlp],
-        metrics=metrics,
+        sinks=[kafka_sink, otlp],
+        observer=metrics,
         limits=RuntimeLimits(commit_interval_s=0.2),
         consumer_options=FAST_CONSUMER,
     )
@@ -96,7 +98,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     # The poison record went to the dead-letter topic, and was counted.
     dead = await read_topic(kafka_bootstrap, dead_topic, expect=1, timeout_s=10)
     assert [dict(d.headers)["x-dead-letter-reason"] for d in dead] == [b"decode_error"]
-    assert service.dead_letters.count("decode_error") == 1
+    assert metrics.registry.get_sample_value("scoring_sidecar_dead_letters_total", {"reason": "decode_error"}) == 1
 
     # Score spans live in the scored traces, parented to the scored spans.
     run_spans = [s for s in otlp_receiver.spans if s.name.startswith("scorer run:")]
@@ -158,8 +160,8 @@ async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=await new_topic("dead")),
         topics=[spans_topic],
         scorers=[ConfiguredScorer(make_scorer())],
-        sinks=[PrometheusSink(metrics), KafkaScoreSink(kafka_bootstrap, topic=scores_topic)],
-        metrics=metrics,
+        sinks=[KafkaScoreSink(kafka_bootstrap, topic=scores_topic)],
+        observer=metrics,
         # Far fewer runs in flight than the backlog holds. Runs that wait (on a judge) pause the consumer
         # many times; runs that only need CPU finish within the pause grace, and pausing (which drops the
         # consumer's prefetched records) would only slow the drain.
@@ -220,8 +222,8 @@ async def test_a_failing_exporter_blocks_commits_but_the_sinks_after_it_are_stil
         ingest=IngestConfig(topic=spans_topic),
         topics=[spans_topic],
         scorers=[ConfiguredScorer(length_scorer())],
-        sinks=[PrometheusSink(metrics), dead_otlp, after],
-        metrics=metrics,
+        sinks=[dead_otlp, after],
+        observer=metrics,
         limits=RuntimeLimits(commit_interval_s=0.1),
         consumer_options=FAST_CONSUMER,
     )
@@ -261,7 +263,7 @@ async def test_intake_lets_the_loop_run_while_it_ingests_a_large_poll(
         topics=[spans_topic],
         scorers=[ConfiguredScorer(length_scorer())],
         sinks=[log],
-        metrics=SidecarMetrics(),
+        observer=SidecarMetrics(),
         limits=RuntimeLimits(commit_interval_s=0.2, max_in_flight_runs=10_000, max_poll_records=1000),
         consumer_options={**FAST_CONSUMER, "max_partition_fetch_bytes": 16 * 1024 * 1024},
     )

@@ -13,9 +13,8 @@ from pydantic import SecretStr
 
 from sidecar.cli import main
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection
-from sidecar.runtime.scorer_factory import PREBUILT_SCORERS, build_scorer, build_scorers
+from sidecar.runtime.scorer_factory import ScorerBuildError, build_scorer, build_scorers
 from sidecar.runtime.settings import (
-    PREBUILT_SCORER_KINDS,
     JudgeSettings,
     ScorerSettings,
     Settings,
@@ -23,6 +22,7 @@ from sidecar.runtime.settings import (
     expand_env,
     load_settings,
 )
+from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel, Scorer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -500,8 +500,16 @@ def test_score_topic_must_differ_from_inputs() -> None:
 # -- scorer factory ------------------------------------------------------------------------------
 
 
-def test_prebuilt_registry_matches_settings() -> None:
-    assert set(PREBUILT_SCORERS) == set(PREBUILT_SCORER_KINDS)
+def test_every_registered_kind_builds_and_validates_its_options() -> None:
+    kinds = scorer_kinds()
+    assert {"prompt-alignment", "content-similarity"} <= set(kinds)
+    judge = JudgeModel(model="openai/gpt-4o-mini")
+    for name, kind in kinds.items():
+        assert kind.description and kind.options.model_config.get("extra") == "forbid"
+        scorer = build_scorer(
+            ScorerSettings(id=f"x-{name}", kind=name, judge="j" if kind.needs_judge else None), {"j": judge}
+        )
+        assert scorer.id == f"x-{name}"
 
 
 def test_python_factory_with_judge_and_options() -> None:
@@ -536,11 +544,10 @@ async def test_python_factory_without_judge_gets_options_as_keywords() -> None:
     ],
 )
 def test_python_factory_errors(kind: str, expected: str) -> None:
-    with pytest.raises(SettingsError) as caught:
-        build_scorer(ScorerSettings(id="x", kind=kind), {}, index=3)
-    [problem] = caught.value.problems
-    assert problem.path == "scorers[3].kind"
-    assert expected in problem.message
+    with pytest.raises(ScorerBuildError) as caught:
+        build_scorer(ScorerSettings(id="x", kind=kind), {})
+    assert caught.value.key == "kind"
+    assert expected in caught.value.message
 
 
 def test_build_scorers_reports_every_problem() -> None:
@@ -548,12 +555,12 @@ def test_build_scorers_reports_every_problem() -> None:
     text += "  - {id: worse, kind: 'python: tests.support.custom_scorer:create_failing_scorer'}\n"
     with pytest.raises(SettingsError) as caught:
         build_scorers(load_settings(text))
-    assert [p.path for p in caught.value.problems] == ["scorers[1].kind", "scorers[2].kind"]
+    assert [(p.path, p.line) for p in caught.value.problems] == [("scorers[1].kind", 6), ("scorers[2].kind", 7)]
 
 
 def test_build_scorer_missing_judge_without_settings_validation() -> None:
     settings = ScorerSettings(id="a", kind="prompt-alignment", judge="gone")
-    with pytest.raises(SettingsError, match=r"scorers\.judge|no judge named 'gone'"):
+    with pytest.raises(ScorerBuildError, match="no judge named 'gone'"):
         build_scorer(settings, {})
 
 

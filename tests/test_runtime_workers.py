@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
+from sidecar.app.supervisor import RestartPolicy, Supervisor, limits_below_worker_count
 from sidecar.runtime.settings import load_settings
-from sidecar.runtime.supervisor import RestartPolicy, Supervisor, limits_below_worker_count
 from sidecar.runtime.worker_share import settings_for_worker, worker_share
 
 CONFIG = """

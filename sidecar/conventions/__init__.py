@@ -1,7 +1,7 @@
 """Semantic conventions: which spans are agent runs, and how their content maps to a scorer run.
 
 Public API: :func:`spans_to_runs` with a :class:`Selection`; attribute names live in
-:mod:`sidecar.conventions.names`.
+:mod:`sidecar.core.names`.
 """
 
 from sidecar.conventions.attributes import MappingError

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.conventions import names
 from sidecar.conventions.messages import (
     ParsedMessage,
     Role,
@@ -23,9 +22,10 @@ from sidecar.conventions.messages import (
     openinference_messages,
 )
 from sidecar.conventions.selection import SpanKind
-from sidecar.runs import ScorerRunRequest, SpanTarget
+from sidecar.core import names
+from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.core.timestamps import iso_millis
 from sidecar.scoring.agent import AgentMessage, AgentRunInput, MessageContent, SystemMessage, TextPart
-from sidecar.timestamps import iso_millis
 
 __all__ = ["SpanView", "map_span"]
 

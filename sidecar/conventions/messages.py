@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sidecar.conventions import names
 from sidecar.conventions.attributes import MappingError, parse_json_text, unflatten
+from sidecar.core import names
 from sidecar.scoring.agent import ReasoningPart, TextPart, ToolInvocation, ToolInvocationPart
 
 __all__ = [

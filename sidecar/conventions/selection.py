@@ -14,7 +14,7 @@ from typing import Any, Literal
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.conventions import names
+from sidecar.core import names
 
 __all__ = [
     "AttributePredicate",

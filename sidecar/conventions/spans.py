@@ -9,11 +9,11 @@ from typing import Any, Literal
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from sidecar.conventions import names
 from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
 from sidecar.conventions.selection import Selection, SpanKind, classify, sample_score
-from sidecar.runs import ScorerRunRequest
+from sidecar.core import names
+from sidecar.core.runs import ScorerRunRequest
 
 __all__ = ["DEFAULT_SELECTION", "MappingResult", "RejectReason", "SkipCounts", "SpanReject", "spans_to_runs"]
 

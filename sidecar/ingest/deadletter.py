@@ -12,20 +12,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
-from sidecar.conventions import names
+from sidecar.core import names
+from sidecar.core.deadletters import DeadLetterReason
 
 __all__ = ["DeadLetter", "DeadLetterCounter", "DeadLetterReason", "RecordSource", "dead_letter_headers"]
-
-
-class DeadLetterReason(StrEnum):
-    DECODE_ERROR = "decode_error"  # the record is not OTLP in the configured encoding
-    RECORD_TOO_LARGE = "record_too_large"  # the record exceeds max_record_bytes; not decoded
-    INVALID_SPAN = "invalid_span"  # a selected span with malformed ids
-    TOO_LARGE = "too_large"  # a selected span over max_input_bytes: reported, never scored as 0
-    UNMAPPABLE = "unmappable"  # a selected span whose messages cannot be parsed
-    INTERNAL_ERROR = "internal_error"  # a bug met this record; it is set aside so the partition moves on
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from sidecar.conventions.spans import SkipCounts
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest.deadletter import (
     DeadLetter,
     DeadLetterCounter,
@@ -26,7 +27,6 @@ from sidecar.ingest.deadletter import (
     dead_letter_headers,
 )
 from sidecar.ingest.pipeline import IngestConfig, ProcessedRecord, process_record
-from sidecar.runs import ScorerRunRequest
 
 __all__ = ["DeadLetterPublisher", "IngestedRecord", "TraceIngestor", "open_trace_ingestor"]
 

@@ -8,9 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
-from sidecar.runs import ScorerRunRequest
 
 __all__ = ["IngestConfig", "MultiProcessedRecord", "ProcessedRecord", "process_record", "process_record_multi"]
 

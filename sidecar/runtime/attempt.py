@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from exporters.base import ScoredRun, score_id_for
-from sidecar.runs import ScorerRunRequest
+from sidecar.core import ScoredRun, score_id_for
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.scoring import Scorer, ScorerRunError
 from sidecar.scoring.deadline import run_deadline
 from sidecar.scoring.judge.errors import JudgeUnavailableError, ShedReason

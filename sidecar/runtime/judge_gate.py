@@ -44,13 +44,13 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.scoring.judge.client import CallGate, JudgeCallObserver, JudgeClient, install_judge_client
+from sidecar.scoring.judge.client import CallGate
 from sidecar.scoring.judge.errors import (
     AuthenticationError,
     JudgeUnavailableError,
@@ -69,7 +69,6 @@ __all__ = [
     "GateState",
     "JudgeGate",
     "SpendCapPolicy",
-    "install_gates",
 ]
 
 logger = logging.getLogger(__name__)
@@ -527,26 +526,3 @@ def _describe(call: JudgeCall) -> str:
     status = f"HTTP {call.status_code}" if call.status_code is not None else "no HTTP answer"
     message = f": {call.error_message}" if call.error_message else ""
     return f"{call.error_name or call.outcome}, {status}{message}"
-
-
-def install_gates(
-    models: Mapping[str, tuple[JudgeModel, GateConfig]],
-    *,
-    observers: Sequence[JudgeCallObserver] = (),
-    on_state_change: StateCallback | None = None,
-    on_spend: SpendCallback | None = None,
-    on_shed: ShedCallback | None = None,
-    on_hold: HoldCallback | None = None,
-) -> dict[str, JudgeGate]:
-    """Create a gate and a gated client per judge and register the clients on the running loop.
-
-    Call inside the running loop, before scorers first use the judges. Returns the gates by judge name.
-    """
-    gates: dict[str, JudgeGate] = {}
-    for name, (model, config) in models.items():
-        gate = JudgeGate(
-            model, config, on_state_change=on_state_change, on_spend=on_spend, on_shed=on_shed, on_hold=on_hold
-        )
-        install_judge_client(JudgeClient(model, gate=gate, observers=observers))
-        gates[name] = gate
-    return gates

@@ -1,4 +1,5 @@
-"""Scorers from settings: prebuilt kinds by name, or a user's own factory (``python: module:factory``).
+"""Scorers from settings: prebuilt kinds by name (``sidecar.scorers.registry``), or a user's own factory
+(``python: module:factory``).
 
 A ``python:`` factory is called with keyword arguments only:
 
@@ -8,6 +9,10 @@ A ``python:`` factory is called with keyword arguments only:
 The module must be importable by the service (installed, or on ``PYTHONPATH``: the console script does
 not add the working directory). It must return a :class:`sidecar.scoring.Scorer`. Whatever it returns,
 the scorer's ``id`` becomes the configured ``id`` (two configured instances never share score ids).
+
+Every prompt step of every scorer must call a judge declared under ``judges`` (the same model with the
+same settings): the runtime binds each step to that judge's client, with its limits, circuit breaker and
+spend cap. A step calling any other model is a configuration error, never an unlimited client.
 """
 
 from __future__ import annotations
@@ -18,42 +23,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sidecar.runtime.settings import (
-    PREBUILT_SCORER_KINDS,
-    ScorerSettings,
-    Settings,
-    SettingsError,
-    SettingsProblem,
-)
-from sidecar.scorers.content_similarity import create_content_similarity_scorer
-from sidecar.scorers.prompt_alignment import create_prompt_alignment_scorer_llm
+from sidecar.runtime.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
 from sidecar.scoring import JudgeModel, Scorer
+from sidecar.scoring.errors import ScorerDefinitionError
 
-__all__ = ["PREBUILT_SCORERS", "build_scorer", "build_scorers"]
-
-PrebuiltFactory = Callable[[JudgeModel | None, dict[str, Any]], Scorer]
-
-
-def _prompt_alignment(judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
-    if judge is None:
-        raise ValueError("prompt-alignment needs a judge")
-    return create_prompt_alignment_scorer_llm(model=judge, options=options)
-
-
-def _content_similarity(judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
-    return create_content_similarity_scorer(options=options)
-
-
-PREBUILT_SCORERS: Mapping[str, PrebuiltFactory] = {
-    "prompt-alignment": _prompt_alignment,
-    "content-similarity": _content_similarity,
-}
-assert set(PREBUILT_SCORERS) == set(PREBUILT_SCORER_KINDS)
-
-
-def _error(index: int | None, key: str, message: str) -> SettingsError:
-    path = f"scorers[{index}].{key}" if index is not None else key
-    return SettingsError([SettingsProblem(path, None, message)])
+__all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "undeclared_judges"]
 
 
 def _call_python_factory(factory: Callable[..., Any], judge: JudgeModel | None, options: dict[str, Any]) -> Any:
@@ -67,61 +41,108 @@ def _call_python_factory(factory: Callable[..., Any], judge: JudgeModel | None, 
     return factory(**options)
 
 
-def build_scorer(settings: ScorerSettings, judges: Mapping[str, JudgeModel], *, index: int | None = None) -> Scorer:
-    """The scorer ``settings`` describes. ``judges`` are the configured judge models by name.
+def _python_scorer(target: tuple[str, str], judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
+    module_name, attribute = target
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ValueError(f"{module_name}:{attribute} is not a callable in {module_name!r}")
+    try:
+        scorer = _call_python_factory(factory, judge, options)
+    except Exception as exc:
+        raise ValueError(f"{module_name}:{attribute}(...) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(scorer, Scorer):
+        raise ValueError(f"{module_name}:{attribute} returned {type(scorer).__name__}, not a sidecar.scoring.Scorer")
+    return scorer
 
-    Raises :class:`SettingsError` (path ``scorers[index].<key>``) when it cannot be built.
-    """
+
+def build_scorer(settings: ScorerSettings, judges: Mapping[str, JudgeModel]) -> Scorer:
+    """The scorer ``settings`` describes; ``judges`` are the declared judge models by name.
+
+    Raises :class:`ScorerBuildError` naming the key at fault (``judge``, ``options``, ``kind``)."""
     judge: JudgeModel | None = None
     if settings.judge is not None:
         judge = judges.get(settings.judge)
         if judge is None:
-            raise _error(index, "judge", f"no judge named {settings.judge!r}")
-    prebuilt = PREBUILT_SCORERS.get(settings.kind)
-    options = dict(settings.options)
-    if prebuilt is not None:
-        if judge is None and PREBUILT_SCORER_KINDS[settings.kind]:
-            raise _error(index, "judge", f"kind {settings.kind!r} needs a judge")
+            raise ScorerBuildError("judge", f"no judge named {settings.judge!r}")
+    kind = settings.prebuilt
+    if kind is not None:
         try:
-            scorer = prebuilt(judge, options)
+            scorer = kind.build(judge, settings.options)
         except Exception as exc:
-            raise _error(index, "options", f"cannot build {settings.kind!r}: {type(exc).__name__}: {exc}") from exc
+            raise ScorerBuildError("options", f"cannot build {kind.name!r}: {type(exc).__name__}: {exc}") from exc
     else:
         target = settings.python_factory
         if target is None:  # not reachable through validated settings
-            raise _error(index, "kind", f"unknown scorer kind {settings.kind!r}")
-        module_name, attribute = target
+            raise ScorerBuildError("kind", f"unknown scorer kind {settings.kind!r}")
         try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:
-            raise _error(index, "kind", f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
-        factory = getattr(module, attribute, None)
-        if not callable(factory):
-            raise _error(index, "kind", f"{module_name}:{attribute} is not a callable in {module_name!r}")
-        try:
-            scorer = _call_python_factory(factory, judge, options)
-        except Exception as exc:
-            raise _error(index, "kind", f"{module_name}:{attribute}(...) raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(scorer, Scorer):
-            raise _error(
-                index,
-                "kind",
-                f"{module_name}:{attribute} returned {type(scorer).__name__}, not a sidecar.scoring.Scorer",
-            )
+            scorer = _python_scorer(target, judge, dict(settings.options))
+        except ValueError as exc:
+            raise ScorerBuildError("kind", str(exc)) from exc
     name = settings.id if scorer.name == scorer.id else scorer.name
     return dataclasses.replace(scorer, id=settings.id, name=name)
 
 
-def build_scorers(settings: Settings) -> dict[str, Scorer]:
-    """Every configured scorer by id; all problems are reported together in one :class:`SettingsError`."""
+def undeclared_judges(scorer: Scorer, judges: Mapping[str, JudgeModel]) -> list[str]:
+    """Why each prompt step whose judge model is not a declared judge cannot run (empty: all declared)."""
+    declared = {model.cache_key() for model in judges.values()}
+    try:
+        steps = scorer.judge_models()
+    except ScorerDefinitionError as exc:
+        return [str(exc)]
+    problems = []
+    for step, model in steps.items():
+        if model.cache_key() in declared:
+            continue
+        listed = ", ".join(f"{name} = {m.model}" for name, m in judges.items()) or "none"
+        same_name = [name for name, m in judges.items() if m.litellm_model == model.litellm_model]
+        if same_name:
+            theirs = judges[same_name[0]]
+            differ = sorted(key for key in JudgeModel.model_fields if getattr(theirs, key) != getattr(model, key))
+            why = f"same model as judges.{same_name[0]} but different {', '.join(differ)}"
+        else:
+            why = f"declared judges: {listed}"
+        problems.append(
+            f"step {step} calls judge model {model.model!r}, which is not a declared judge ({why}); a scorer "
+            "may only call judges declared under `judges`, so that their limits and spend cap apply (a python "
+            "factory should use the `judge` it is given)"
+        )
+    return problems
+
+
+class ScorerBuildError(Exception):
+    """A scorer that cannot be built; ``key`` is the configuration key at fault."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def build_scorers(settings: EvalSettings) -> dict[str, Scorer]:
+    """Every configured scorer by id, each checked to call only declared judges; every problem is reported
+    together in one :class:`SettingsError` (key and line)."""
     judges = settings.judge_models()
     scorers: dict[str, Scorer] = {}
     problems: list[SettingsProblem] = []
+
+    def report(index: int, key: str, message: str) -> None:
+        path = f"scorers[{index}].{key}"
+        problems.append(SettingsProblem(path, settings.line_of(path), message))
+
     for i, scorer_settings in enumerate(settings.scorers):
         try:
-            scorers[scorer_settings.id] = build_scorer(scorer_settings, judges, index=i)
-        except SettingsError as exc:
-            problems.extend(exc.problems)
+            scorer = build_scorer(scorer_settings, judges)
+        except ScorerBuildError as fault:
+            report(i, fault.key, fault.message)
+            continue
+        key = "kind" if scorer_settings.python_factory is not None else "judge"
+        for problem in undeclared_judges(scorer, judges):
+            report(i, key, problem)
+        scorers[scorer_settings.id] = scorer
     if problems:
         raise SettingsError(problems)
     return scorers

@@ -19,18 +19,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from exporters.base import Sink
-from exporters.prometheus import SidecarMetrics
 from sidecar.conventions.selection import Selection
-from sidecar.ingest.deadletter import DeadLetter, DeadLetterCounter, DeadLetterReason, RecordSource
+from sidecar.core import ScorerRunRequest, Sink
+from sidecar.core.observers import IngestSkipReason, ServiceObserver
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordSource
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
-from sidecar.runs import ScorerRunRequest
 from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.offsets import OffsetTracker
 from sidecar.scoring import Scorer
 
-__all__ = ["UNHEALTHY_FLUSHES", "ConfiguredScorer", "RuntimeLimits", "ScoringService"]
+__all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,7 @@ log = logging.getLogger(__name__)
 # per slice (before, one run) 0.87 / 0.74. Shorter slices cost more loop turns, which a CPU-bound process feels.
 _INGEST_SLICE_S = 0.005
 
-# Failed flushes in a row after which an exporter counts as down for readiness (one failure can be a
-# timeout under load).
-UNHEALTHY_FLUSHES = 3
+_INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +50,7 @@ class ConfiguredScorer:
     scorer: Scorer
     selection: Selection = field(default_factory=Selection)
     scale: float = 1.0
-    judge_model: str | None = None  # metric label of the scorer's judge, for shed accounting
+    judge_model: str | None = None  # the judge's label (provider/model), for shed accounting
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +76,6 @@ class _Pending:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-def _pending_of(sink: Sink) -> Callable[[], int] | None:
-    """The sink's count of unconfirmed items, when it keeps one (``outstanding``)."""
-    if not hasattr(sink, "outstanding"):
-        return None
-    return lambda: int(getattr(sink, "outstanding", 0))
-
-
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, service: ScoringService) -> None:
         self._service = service
@@ -106,7 +97,7 @@ class ScoringService:
         topics: Sequence[str],
         scorers: Sequence[ConfiguredScorer],
         sinks: Sequence[Sink],
-        metrics: SidecarMetrics,
+        observer: ServiceObserver | None = None,
         limits: RuntimeLimits = RuntimeLimits(),
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
@@ -121,7 +112,7 @@ class ScoringService:
         self._scorers = tuple(scorers)
         self._selections = tuple(s.selection for s in scorers)
         self._sinks = tuple(sinks)
-        self.metrics = metrics
+        self._observer = observer or ServiceObserver()
         self._limits = limits
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
@@ -138,15 +129,8 @@ class ScoringService:
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: set[TopicPartition] = set()
         self._paused = False
-        self._checkpoint_lock = asyncio.Lock()
-        self.dead_letters = DeadLetterCounter()
-        metrics.track_dead_letters(self.dead_letters)
-        for configured in scorers:
-            metrics.set_scorer_scale(configured.scorer.id, configured.scale)
-        for sink in self._sinks:
-            metrics.register_exporter(sink.name, _pending_of(sink))
+        self._checkpoints: Checkpoint[TopicPartition] | None = None  # once the consumer exists
         self.ready = False  # the consumer joined its group and polled
-        self._failed_flushes: dict[str, int] = {}  # sink name -> flushes failed in a row
         self.stopped = asyncio.Event()
 
     def readiness(self) -> tuple[bool, str]:
@@ -155,7 +139,7 @@ class ScoringService:
         no readiness check reports a problem (a judge holding runs: nothing past them can commit)."""
         if not self.ready:
             return False, "joining the consumer group"
-        down = sorted(name for name, n in self._failed_flushes.items() if n >= UNHEALTHY_FLUSHES)
+        down = self._checkpoints.sinks_down() if self._checkpoints is not None else []
         if down:
             return False, f"exporter not confirming exports: {', '.join(down)}"
         problems = [problem for check in self._readiness_checks if (problem := check())]
@@ -175,10 +159,9 @@ class ScoringService:
             **{"auto_offset_reset": "earliest", **self._consumer_options, "enable_auto_commit": False},
         )
         self._consumer = consumer
+        self._checkpoints = Checkpoint(self._tracker, self._sinks, consumer, self._observer)
         await producer.start()
-        publisher = DeadLetterPublisher(
-            producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding, counter=self.dead_letters
-        )
+        publisher = DeadLetterPublisher(producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding)
         committer: asyncio.Task[None] | None = None
         try:
             await consumer.start()
@@ -280,6 +263,8 @@ class ScoringService:
                 headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
             )
             await publisher.publish(source, processed.dead_letters)
+            for letter in processed.dead_letters:
+                self._observer.dead_lettered(letter.reason.value)
         self._observe_record(tp.topic, processed)
         work = [
             (configured, request)
@@ -300,24 +285,24 @@ class ScoringService:
         self._update_capacity()
 
     def _observe_record(self, topic: str, processed: MultiProcessedRecord) -> None:
-        metrics = self.metrics
-        metrics.count_records_consumed(topic)
-        if processed.spans_seen:
-            metrics.count_spans_seen(processed.spans_seen)
+        observer = self._observer
+        observer.record_consumed(topic, processed.spans_seen)
         for configured, skipped in zip(self._scorers, processed.skipped, strict=True):
             scorer_id = configured.scorer.id
-            metrics.count_skipped(scorer_id, "filtered", skipped.filtered)
-            metrics.count_skipped(scorer_id, "sampled_out", skipped.sampled_out)
+            if skipped.filtered:
+                observer.runs_skipped(scorer_id, "unknown", "filtered", skipped.filtered)
+            if skipped.sampled_out:
+                observer.runs_skipped(scorer_id, "unknown", "sampled_out", skipped.sampled_out)
         # Ingest-level skips are counted once per span, whichever scorers' selections saw them.
-        for reason in ("internal", "filtered", "sampled_out", "no_content"):
+        for reason in _INGEST_SKIPS:
             n = max((getattr(skipped, reason) for skipped in processed.skipped), default=0)
             if n:
-                metrics.spans_skipped.labels(reason=reason).inc(n)
+                observer.spans_skipped(reason, n)
         too_large = sum(
             1 for letter in processed.dead_letters if letter.reason.value in ("too_large", "record_too_large")
         )
         if too_large:
-            metrics.count_skipped("", "too_large", too_large)
+            observer.runs_skipped("", "unknown", "too_large", too_large)
 
     def _update_capacity(self) -> None:
         over = self._runs_in_flight >= self._limits.max_in_flight_runs or (
@@ -327,7 +312,7 @@ class ScoringService:
             self._capacity.clear()
         else:
             self._capacity.set()
-        self.metrics.set_runs_in_flight(self._runs_in_flight)
+        self._observer.runs_in_flight(self._runs_in_flight)
 
     # -- runs -----------------------------------------------------------------------------------------
     async def _score(
@@ -344,11 +329,10 @@ class ScoringService:
             attempt = await attempt_scorer(scorer, request, timeout_s=self._limits.run_timeout_s)
             shed_reason = attempt.shed_reason
             if shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
-                self.metrics.count_judge_shed(
-                    configured.judge_model or "unknown", shed_reason, scorer=scorer.id, agent=agent
-                )
+                self._observer.runs_skipped(scorer.id, agent, "shed", 1, judge=configured.judge_model or "unknown")
             else:
                 scored = attempt.to_scored_run(request, scorer, agent)
+                self._observer.run_finished(scored)
                 for sink in self._sinks:
                     try:
                         await sink.submit(scored)
@@ -380,34 +364,10 @@ class ScoringService:
                 log.exception("checkpoint failed; offsets stay where they were")
 
     async def _checkpoint(self, *, timeout_s: float, partitions: Sequence[TopicPartition] | None = None) -> bool:
-        consumer = self._consumer
-        if consumer is None:
+        if self._checkpoints is None:
             return False
-        async with self._checkpoint_lock:
-            owned = [tp for tp in (partitions if partitions is not None else self._assigned)]
-            offsets = self._tracker.committable(owned)  # before the flush: see the module docstring
-            if not offsets:
-                return True
-            # Every sink is flushed (a failed one resends on its next flush), then the commit is decided.
-            confirmed = True
-            for sink in self._sinks:
-                if await sink.flush(timeout_s):
-                    self._failed_flushes.pop(sink.name, None)
-                    self.metrics.observe_flush(sink.name, confirmed=True, up=True)
-                else:
-                    failed = self._failed_flushes[sink.name] = self._failed_flushes.get(sink.name, 0) + 1
-                    self.metrics.observe_flush(sink.name, confirmed=False, up=failed < UNHEALTHY_FLUSHES)
-                    log.warning("sink %s did not confirm its exports; not committing", sink.name)
-                    confirmed = False
-            if not confirmed:
-                return False
-            try:
-                await consumer.commit(offsets)
-            except Exception as exc:
-                log.warning("commit failed (%s); records after the last commit will be redelivered", exc)
-                return False
-            self._tracker.mark_committed(offsets)
-            return True
+        owned = list(partitions if partitions is not None else self._assigned)
+        return await self._checkpoints.commit(owned, timeout_s=timeout_s)
 
     def _report_lag(self) -> None:
         consumer = self._consumer
@@ -417,7 +377,7 @@ class ScoringService:
             highwater = consumer.highwater(tp)
             committed = self._tracker.committed(tp)
             if highwater is not None and committed is not None:
-                self.metrics.set_consumer_lag(tp.topic, tp.partition, highwater - committed)
+                self._observer.consumer_lag(tp.topic, tp.partition, highwater - committed)
 
     async def _drain(self, timeout_s: float) -> None:
         if self._tasks:
@@ -444,7 +404,7 @@ class ScoringService:
                 task.cancel()
         for tp in mine:
             self._assigned.discard(tp)
-            self.metrics.remove_consumer_lag(tp.topic, tp.partition)
+            self._observer.consumer_lag(tp.topic, tp.partition, None)
         if abandoned:
             log.info("revoked %d partitions; %d records left to their new owner", len(mine), abandoned)
         self._update_capacity()

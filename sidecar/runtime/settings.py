@@ -29,17 +29,27 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
+from sidecar.scorers.registry import ScorerKind, scorer_kinds
 from sidecar.scoring.judge.model import JudgeModel
 
 __all__ = [
-    "PREBUILT_SCORER_KINDS",
     "CircuitBreakerSettings",
+    "EvalSettings",
     "ExportersSettings",
     "JudgeSettings",
     "KafkaScoresExporterSettings",
@@ -54,16 +64,13 @@ __all__ = [
     "SettingsError",
     "SettingsProblem",
     "expand_env",
+    "load_eval_settings",
     "load_settings",
     "parse_python_kind",
 ]
 
 REDACTED = "**********"
 
-# Prebuilt scorer kinds → whether the kind needs a judge. sidecar.runtime.scorer_factory builds them.
-PREBUILT_SCORER_KINDS: Mapping[str, bool] = types.MappingProxyType(
-    {"prompt-alignment": True, "content-similarity": False}
-)
 _PYTHON_KIND = re.compile(r"^python:\s*(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)$")
 
 
@@ -348,34 +355,42 @@ class ScorerSettings(_Frozen):
     @classmethod
     def _known_kind(cls, kind: str) -> str:
         kind = kind.strip()
-        if kind in PREBUILT_SCORER_KINDS or parse_python_kind(kind) is not None:
+        kinds = scorer_kinds()
+        if kind in kinds or parse_python_kind(kind) is not None:
             return kind
         if kind.startswith("python:"):
             raise PydanticCustomError(
                 "settings", "{detail}", {"detail": "a python kind reads 'python: package.module:factory'"}
             )
-        known = ", ".join(sorted(PREBUILT_SCORER_KINDS))
-        close = difflib.get_close_matches(kind, list(PREBUILT_SCORER_KINDS), n=1)
+        close = difflib.get_close_matches(kind, list(kinds), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise PydanticCustomError(
             "settings",
             "{detail}",
-            {"detail": f"unknown scorer kind{hint}; prebuilt kinds: {known}, or 'python: package.module:factory'"},
+            {
+                "detail": f"unknown scorer kind{hint}; prebuilt kinds: {', '.join(sorted(kinds))}, "
+                "or 'python: package.module:factory'"
+            },
         )
 
     @model_validator(mode="after")
     def _options_fit_kind(self) -> ScorerSettings:
-        # Prebuilt kinds validate their options here, so that a bad option is reported with its line.
-        options_model = _prebuilt_options_model(self.kind)
-        if options_model is not None:
-            try:
-                options_model.model_validate(self.options)
-            except ValidationError as exc:
-                raise ValidationError.from_exception_data(
-                    type(self).__name__,
-                    [_problem(("options", *err["loc"]), _message(err)) for err in exc.errors()],
-                ) from None
+        # Prebuilt kinds validate their options with their own model here, so that a bad option is reported
+        # with its key and line, and a typo with the option it was probably meant to be.
+        kind = self.prebuilt
+        if kind is None:
+            return self
+        try:
+            kind.options.model_validate(self.options)
+        except ValidationError as exc:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_option_problem(kind, err) for err in exc.errors()]
+            ) from None
         return self
+
+    @property
+    def prebuilt(self) -> ScorerKind[Any] | None:
+        return scorer_kinds().get(self.kind)
 
     @property
     def python_factory(self) -> tuple[str, str] | None:
@@ -383,7 +398,8 @@ class ScorerSettings(_Frozen):
 
     @property
     def needs_judge(self) -> bool:
-        return PREBUILT_SCORER_KINDS.get(self.kind, False)
+        kind = self.prebuilt
+        return kind is not None and kind.needs_judge
 
     def selection(self) -> Selection:
         return Selection(
@@ -396,16 +412,16 @@ class ScorerSettings(_Frozen):
         )
 
 
-def _prebuilt_options_model(kind: str) -> type[BaseModel] | None:
-    if kind == "prompt-alignment":
-        from sidecar.scorers.prompt_alignment import PromptAlignmentOptions
-
-        return PromptAlignmentOptions
-    if kind == "content-similarity":
-        from sidecar.scorers.content_similarity import ContentSimilarityOptions
-
-        return ContentSimilarityOptions
-    return None
+def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorDetails:
+    loc = ("options", *err["loc"])
+    if err["type"] != "extra_forbidden":
+        return _problem(loc, _message(err))
+    # Options may be written in snake_case or in Mastra's camelCase.
+    fields = kind.options.model_fields
+    allowed = sorted({name for name in fields} | {f.alias for f in fields.values() if f.alias})
+    close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return _problem(loc, f"unknown option of kind {kind.name!r} ({hint}options: {', '.join(sorted(fields))})")
 
 
 class RuntimeSettings(_Frozen):
@@ -474,15 +490,33 @@ class ExportersSettings(_Frozen):
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
 
 
-class Settings(_Frozen):
-    """The whole configuration file."""
+class _Provenance:
+    """Where each key was written (dotted path -> line), for error messages after validation. Two settings
+    with equal values are equal wherever they were written, so it never takes part in equality."""
 
-    kafka: KafkaSettings
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Provenance)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+class EvalSettings(_Frozen):
+    """A configuration ``eval`` can use: judges and scorers (``kafka`` may be left out; ``targets``,
+    ``sampling`` and the exporters do not apply offline)."""
+
+    kafka: KafkaSettings | None = None
     judges: dict[str, JudgeSettings] = Field(default_factory=dict)
     scorers: tuple[ScorerSettings, ...]
     runtime: RuntimeSettings = RuntimeSettings()
     exporters: ExportersSettings = ExportersSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
     _not_empty = field_validator("scorers")(_non_empty)
 
@@ -492,7 +526,7 @@ class Settings(_Frozen):
         return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _references(self) -> Settings:
+    def _references(self) -> EvalSettings:
         problems: list[InitErrorDetails] = []
         seen: dict[str, int] = {}
         judges = ", ".join(sorted(self.judges)) or "none defined"
@@ -511,6 +545,42 @@ class Settings(_Frozen):
                 problems.append(
                     _problem(("scorers", i, "judge"), f"kind {scorer.kind!r} needs a judge (judges: {judges})")
                 )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def judge_models(self) -> dict[str, JudgeModel]:
+        return {name: judge.to_judge_model() for name, judge in self.judges.items()}
+
+    def line_of(self, path: str) -> int | None:
+        """The YAML line of a dotted path (``scorers[1].kind``), or of its nearest parent that has one."""
+        while path:
+            line = self._source.lines.get(path)
+            if line is not None:
+                return line
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+        return None
+
+    def redacted_dict(self) -> dict[str, Any]:
+        """A JSON-able dump safe to log: every secret replaced by ``**********``."""
+        return typing.cast(dict[str, Any], _redact(self.model_dump(mode="python")))
+
+
+class Settings(EvalSettings):
+    """The configuration of the live service (``run``): Kafka is required."""
+
+    kafka: KafkaSettings
+
+    @model_validator(mode="after")
+    def _live(self) -> Settings:
+        problems: list[InitErrorDetails] = []
+        for i, scorer in enumerate(self.scorers):
+            kind = scorer.prebuilt
+            if kind is not None and kind.eval_only is not None:
+                problems.append(
+                    _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
+                )
         topic = self.exporters.kafka_scores.topic
         if self.exporters.kafka_scores.enabled and (
             topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
@@ -521,13 +591,6 @@ class Settings(_Frozen):
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
-
-    def judge_models(self) -> dict[str, JudgeModel]:
-        return {name: judge.to_judge_model() for name, judge in self.judges.items()}
-
-    def redacted_dict(self) -> dict[str, Any]:
-        """A JSON-able dump safe to log: every secret replaced by ``**********``."""
-        return typing.cast(dict[str, Any], _redact(self.model_dump(mode="python")))
 
 
 def _redact(value: Any) -> Any:
@@ -667,9 +730,9 @@ def _data_loc(loc: Sequence[str | int], data: Any) -> Loc:
     return tuple(out)
 
 
-def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
+def _model_at(loc: Sequence[str | int], root: type[BaseModel]) -> type[BaseModel] | None:
     """The model class validating the mapping at ``loc`` (for key suggestions)."""
-    annotation: Any = Settings
+    annotation: Any = root
     for part in loc:
         annotation = _unwrap(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -704,8 +767,8 @@ def _unwrap(annotation: Any) -> Any:
             return annotation
 
 
-def _unknown_key_message(loc: Loc) -> str:
-    model = _model_at(loc[:-1])
+def _unknown_key_message(loc: Loc, root: type[BaseModel]) -> str:
+    model = _model_at(loc[:-1], root)
     if model is None:
         return "unknown key"
     allowed = sorted(model.model_fields)
@@ -714,18 +777,31 @@ def _unknown_key_message(loc: Loc) -> str:
     return f"unknown key ({hint}allowed: {', '.join(allowed)})"
 
 
-def _problems_from(exc: ValidationError, doc: _Document) -> Iterator[SettingsProblem]:
+def _problems_from(exc: ValidationError, doc: _Document, root: type[BaseModel]) -> Iterator[SettingsProblem]:
     for err in exc.errors(include_url=False, include_input=False):
         loc = _data_loc(err["loc"], doc.data)
-        message = _unknown_key_message(loc) if err["type"] == "extra_forbidden" else _message(err)
+        message = _unknown_key_message(loc, root) if err["type"] == "extra_forbidden" else _message(err)
         yield SettingsProblem(_path(loc), doc.line_of(loc), message)
 
 
 def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
-    """Settings from a YAML file (a ``Path``) or YAML text (a ``str``). Raises :class:`SettingsError`.
+    """The live service's settings from a YAML file (a ``Path``) or YAML text (a ``str``).
 
-    ``environ`` replaces ``os.environ`` for ``${VAR}`` expansion (tests).
+    Raises :class:`SettingsError` with every problem. ``environ`` replaces ``os.environ`` for ``${VAR}``
+    expansion (tests).
     """
+    return _load(source, Settings, environ)
+
+
+def load_eval_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> EvalSettings:
+    """Settings for ``eval``: the same file shape, ``kafka`` optional (Kafka is not used offline)."""
+    return _load(source, EvalSettings, environ)
+
+
+SettingsT = typing.TypeVar("SettingsT", bound=EvalSettings)
+
+
+def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str] | None) -> SettingsT:
     if isinstance(source, Path):
         name: str | None = str(source)
         try:
@@ -750,10 +826,11 @@ def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = Non
     # (a value whose variable is missing is validated unexpanded; its own validation error is dropped).
     problems = list(doc.problems)
     try:
-        settings = Settings.model_validate(doc.data)
+        settings = model.model_validate(doc.data)
     except ValidationError as exc:
         known = {p.path for p in problems}
-        problems.extend(p for p in _problems_from(exc, doc) if p.path not in known)
+        problems.extend(p for p in _problems_from(exc, doc, model) if p.path not in known)
     if problems:
         raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
+    settings._source.lines.update((_path(loc), line) for loc, line in doc.lines.items())
     return settings

@@ -1,5 +1,19 @@
-"""Prebuilt scorers (ports of Mastra's)."""
+"""Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
+(``sidecar.scorers.registry``)."""
 
+from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
+from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 
-__all__ = ["PromptAlignmentOptions", "create_prompt_alignment_scorer_llm"]
+__all__ = [
+    "ContentSimilarityOptions",
+    "PromptAlignmentOptions",
+    "ScorerKind",
+    "content_similarity",
+    "create_content_similarity_scorer",
+    "create_prompt_alignment_scorer_llm",
+    "prompt_alignment",
+    "scorer_kind",
+    "scorer_kinds",
+]

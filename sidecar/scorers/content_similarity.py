@@ -19,13 +19,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
     get_text_content_from_message,
     get_user_message_from_run_input,
     is_agent_run_input,
 )
-from sidecar.scoring import Scorer, StepContext, create_scorer
+from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 from sidecar.scoring.types import to_json_value
 
@@ -136,3 +137,13 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
         .preprocess(preprocess)
         .generate_score(generate_score)
     )
+
+
+@scorer_kind(
+    "content-similarity",
+    options=ContentSimilarityOptions,
+    needs_judge=False,
+    description="textual similarity of the response to the request (Dice coefficient of character bigrams)",
+)
+def _content_similarity_kind(judge: JudgeModel | None, options: ContentSimilarityOptions) -> Scorer:
+    return create_content_similarity_scorer(options=options)

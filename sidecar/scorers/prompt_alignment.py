@@ -20,6 +20,7 @@ from sidecar.scorers.prompt_alignment_prompts import (
     create_reason_prompt,
     weights_text,
 )
+from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
     get_combined_system_prompt,
@@ -288,3 +289,14 @@ def create_prompt_alignment_scorer_llm(
         )
         .with_version(f"1:{mode}:{js_number(scale)}:{opts.context_mode}")
     )
+
+
+@scorer_kind(
+    "prompt-alignment",
+    options=PromptAlignmentOptions,
+    needs_judge=True,
+    description="how well the response follows the user's request and the system instructions (LLM judge)",
+)
+def _prompt_alignment_kind(judge: JudgeModel | None, options: PromptAlignmentOptions) -> Scorer:
+    assert judge is not None  # the registry checks needs_judge
+    return create_prompt_alignment_scorer_llm(model=judge, options=options)

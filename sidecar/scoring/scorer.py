@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -15,7 +16,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel
 
 from sidecar.scoring.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
-from sidecar.scoring.judge.client import judge_client
+from sidecar.scoring.judge.client import JudgeClient, default_judge_client
 from sidecar.scoring.judge.model import Judge, JudgeModel
 from sidecar.scoring.judge.structured import execute_prompt_step
 from sidecar.scoring.steps import (
@@ -69,7 +70,12 @@ async def _resolve(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Scorer:
-    """A scoring pipeline. Builders return new scorers; ``run`` never mutates the scorer."""
+    """A scoring pipeline. Builders return new scorers; ``run`` never mutates the scorer.
+
+    ``bind(*clients)`` gives every prompt step the judge client to call (with its limits, breaker, spend
+    cap and metrics): the runtime binds every scorer it runs. An unbound scorer (run from a script) calls
+    its judges through a plain shared client per judge model, with no limits.
+    """
 
     id: str
     name: str
@@ -77,6 +83,8 @@ class Scorer:
     judge: Judge | None
     steps: tuple[tuple[StepName, Step], ...] = ()
     version: str = "1"
+    # The judge clients of a bound scorer, by JudgeModel.cache_key() (None: unbound).
+    clients: Mapping[str, JudgeClient] | None = field(default=None, repr=False, compare=False)
     # Derived once: every run's score id hashes it.
     fingerprint: str = field(init=False, repr=False, compare=False)
 
@@ -119,6 +127,7 @@ class Scorer:
             if name == "generate_reason":
                 built = PromptStep(built.description, built.create_prompt, None, built.judge)
         ordered = sorted((*self.steps, (name, built)), key=lambda item: STEP_NAMES.index(item[0]))
+        # A new step may need a judge the binding lacks: builders return an unbound scorer.
         return Scorer(self.id, self.name, self.description, self.judge, tuple(ordered), self.version)
 
     def preprocess(
@@ -169,7 +178,45 @@ class Scorer:
 
     def with_version(self, version: str) -> Scorer:
         """Name a behaviour change: a new version gives new score ids for the same spans."""
-        return Scorer(self.id, self.name, self.description, self.judge, self.steps, version)
+        return Scorer(self.id, self.name, self.description, self.judge, self.steps, version, self.clients)
+
+    # -- judges --------------------------------------------------------------------------------------
+    def judge_models(self) -> dict[StepName, JudgeModel]:
+        """The judge model each prompt step calls (the step's judge over the scorer's, field by field)."""
+        models: dict[StepName, JudgeModel] = {}
+        for name, step in self.steps:
+            if isinstance(step, PromptStep):
+                judge = self.judge.merged(step.judge) if self.judge is not None else step.judge
+                if judge is None:
+                    raise ScorerDefinitionError(f"{name}: a prompt step needs a judge (on the scorer or the step)")
+                models[name] = judge.model
+        return models
+
+    def bind(self, *clients: JudgeClient) -> Scorer:
+        """This scorer with every prompt step calling the given client of its judge model.
+
+        Each step's judge model must equal one client's model (first match wins): a step whose judge has no
+        client is a ``ScorerDefinitionError`` here, never an unlimited call later.
+        """
+        by_key: dict[str, JudgeClient] = {}
+        for client in clients:
+            by_key.setdefault(client.model.cache_key(), client)
+        for step, model in self.judge_models().items():
+            if model.cache_key() not in by_key:
+                raise ScorerDefinitionError(
+                    f"scorer {self.id!r}: step {step} calls judge model {model.model!r}, which has no client "
+                    f"(bound: {', '.join(sorted(c.model.model for c in clients)) or 'none'})"
+                )
+        used = {model.cache_key() for model in self.judge_models().values()}
+        return dataclasses.replace(self, clients={k: c for k, c in by_key.items() if k in used})
+
+    def _client_for(self, model: JudgeModel) -> JudgeClient:
+        if self.clients is None:
+            return default_judge_client(model)
+        client = self.clients.get(model.cache_key())
+        if client is None:  # bind() checked every step: only a step added after bind() gets here
+            raise ScorerDefinitionError(f"scorer {self.id!r}: judge model {model.model!r} is not bound")
+        return client
 
     # -- identity ------------------------------------------------------------------------------------
     def _fingerprint(self) -> str:
@@ -262,7 +309,7 @@ class Scorer:
         if judge is None:
             raise ScorerDefinitionError(f"{name}: a prompt step needs a judge (on the scorer or the step)")
         outcome = await execute_prompt_step(
-            client=judge_client(judge.model),
+            client=self._client_for(judge.model),
             judge=judge,
             step=name,
             prompt=prompt,

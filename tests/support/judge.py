@@ -59,6 +59,6 @@ def make_judge_model(judge_server: JudgeServer, transport: str) -> JudgeModelFac
 @pytest_asyncio.fixture(scope="session", autouse=True)
 async def close_judges_at_exit() -> AsyncIterator[None]:
     yield
-    from sidecar.scoring.judge.client import close_judge_clients
+    from sidecar.scoring.judge.client import close_default_judge_clients
 
-    await close_judge_clients()
+    await close_default_judge_clients()

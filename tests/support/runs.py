@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from exporters.base import RunOutcome, ScoredRun
-from sidecar.runs import ScorerRunRequest
+from sidecar.core import RunOutcome, ScoredRun
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.scoring import Scorer, ScorerRunError
 from sidecar.scoring.types import ScorerRunResult
 

@@ -46,9 +46,8 @@ __all__ = [
     "CallResult",
     "JudgeCallObserver",
     "JudgeClient",
-    "close_judge_clients",
-    "install_judge_client",
-    "judge_client",
+    "close_default_judge_clients",
+    "default_judge_client",
 ]
 
 log = logging.getLogger(__name__)
@@ -242,13 +241,15 @@ def _failed_call(error: ProviderError, duration_s: float) -> JudgeCall:
     )
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, JudgeClient]] = weakref.WeakKeyDictionary()
+_defaults: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, JudgeClient]] = weakref.WeakKeyDictionary()
 
 
-def judge_client(model: JudgeModel) -> JudgeClient:
-    """The shared client for a judge on the running loop (connections are pooled per judge)."""
+def default_judge_client(model: JudgeModel) -> JudgeClient:
+    """The plain client an *unbound* scorer uses (a script calling ``scorer.run``): one per judge model and
+    event loop, so its connections are pooled. No limits, no breaker, no metrics: the runtime never uses it
+    (it binds every scorer to the clients it builds, ``Scorer.bind``)."""
     loop = asyncio.get_running_loop()
-    per_loop = _clients.setdefault(loop, {})
+    per_loop = _defaults.setdefault(loop, {})
     key = model.cache_key()
     client = per_loop.get(key)
     if client is None:
@@ -256,13 +257,8 @@ def judge_client(model: JudgeModel) -> JudgeClient:
     return client
 
 
-def install_judge_client(client: JudgeClient) -> None:
-    """Let the runtime register a client with its own gate before scorers first use the judge."""
+async def close_default_judge_clients() -> None:
+    """Close the connections of the unbound scorers' clients on this loop."""
     loop = asyncio.get_running_loop()
-    _clients.setdefault(loop, {})[client.model.cache_key()] = client
-
-
-async def close_judge_clients() -> None:
-    loop = asyncio.get_running_loop()
-    for client in _clients.pop(loop, {}).values():
+    for client in _defaults.pop(loop, {}).values():
         await client.aclose()

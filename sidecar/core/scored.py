@@ -1,12 +1,4 @@
-"""One sink interface for every exporter (Prometheus, OTLP traces, Kafka score records).
-
-The runtime hands each finished scorer run to every sink with ``submit``; a sink may buffer. Before
-committing Kafka offsets the runtime calls ``flush``: an offset is committed only after every sink has
-confirmed that everything submitted before it is exported (at-least-once, see docs). Sinks never raise
-out of ``submit`` for export failures: they report them through ``flush`` returning ``False``, so the
-runtime commits nothing and the records are redelivered (score ids are deterministic, so redelivery
-creates no second score).
-"""
+"""The scored run: what the runtime hands to every destination, and its deterministic id."""
 
 from __future__ import annotations
 
@@ -14,13 +6,13 @@ import functools
 import hashlib
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
-from sidecar.runs import ScorerRunRequest
+from sidecar.core.runs import ScorerRunRequest
 from sidecar.scoring.errors import ScorerRunError
 from sidecar.scoring.types import ScorerRunResult
 
-__all__ = ["SCORE_ID_NAMESPACE", "RunOutcome", "ScoredRun", "Sink", "score_id_for"]
+__all__ = ["SCORE_ID_NAMESPACE", "RunOutcome", "ScoredRun", "score_id_for"]
 
 # Fixed namespace: score ids must be the same in every replica and every restart.
 SCORE_ID_NAMESPACE = uuid.UUID("6f1d2c1e-8a1b-5d4e-9c3f-5c0a1e7b2d90")
@@ -66,20 +58,3 @@ class ScoredRun:
     def __post_init__(self) -> None:
         target = self.request.target
         object.__setattr__(self, "score_id", score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id))
-
-
-@runtime_checkable
-class Sink(Protocol):
-    name: str
-
-    async def start(self) -> None: ...
-
-    async def submit(self, run: ScoredRun) -> None:
-        """Hand a finished run over. Must not block for long and must not raise on export failures."""
-        ...
-
-    async def flush(self, timeout_s: float) -> bool:
-        """True when everything submitted so far has been exported; False on failure or timeout."""
-        ...
-
-    async def close(self) -> None: ...

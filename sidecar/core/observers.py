@@ -1,0 +1,132 @@
+"""What the service reports as it works: one event stream, any number of listeners.
+
+The service, the judge clients and the judge gates emit what happened (a record consumed, a run
+finished, a judge call ended, a judge's state changed) to a ``ServiceObserver`` and know nothing of who
+listens, as an OpenTelemetry ``SpanProcessor`` receives spans without the tracer knowing it. The Prometheus
+metrics, the demo's summary and ``eval``'s table are observers. ``Observers`` fans one stream out to many.
+
+Rules for observers: every method runs on the event loop, in the middle of the service's work, so it must
+be quick, must not block and must not raise (``Observers`` logs and skips a listener that raises, so one
+broken listener cannot stop the others or the service). Override only what you listen to: the base
+class ignores everything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Literal
+
+from sidecar.core.scored import ScoredRun
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall
+
+__all__ = ["IngestSkipReason", "Observers", "ServiceObserver", "SkipOutcome"]
+
+log = logging.getLogger(__name__)
+
+# Candidate runs that never ran: not selected, sampled out, over the size limit, shed at a spend cap.
+SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
+# Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content.
+IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content"]
+
+
+class ServiceObserver:
+    """Listens to the service. Every method is a no-op here; override what you need."""
+
+    # -- ingest ------------------------------------------------------------------------------------------
+    def record_consumed(self, topic: str, spans_seen: int) -> None:
+        """A Kafka record was consumed and decoded (``spans_seen`` spans; 0 when it could not be decoded)."""
+
+    def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
+        """``n`` spans of a record were set aside at ingest, before any scorer saw them."""
+
+    def dead_lettered(self, reason: str, n: int = 1) -> None:
+        """``n`` records or spans went to the dead-letter topic (``reason``: a ``DeadLetterReason`` value)."""
+
+    def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
+        """Records between the committed offset and the high watermark; ``None``: the partition was revoked."""
+
+    # -- runs --------------------------------------------------------------------------------------------
+    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
+        """Candidate runs that never ran (``scorer`` ``""`` when the skip is not per scorer; ``judge`` for shed)."""
+
+    def run_finished(self, run: ScoredRun) -> None:
+        """A run ended (scored, failed or not scorable), before it is handed to the sinks."""
+
+    def runs_in_flight(self, n: int) -> None:
+        """Runs started and not finished, after every change."""
+
+    # -- judges ------------------------------------------------------------------------------------------
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        """One judge HTTP call ended, whatever its outcome and whatever becomes of its run."""
+
+    def judge_state_changed(self, judge: str, state: str) -> None:
+        """A judge's gate changed state (``closed``, ``open``, ``half_open``, ``paused``)."""
+
+    def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
+        """Estimated spend of a judge within its spend-cap window changed."""
+
+    def judge_hold_ended(self, judge: str, seconds: float) -> None:
+        """A call stopped waiting for its judge to recover, after ``seconds``."""
+
+    # -- exporters ---------------------------------------------------------------------------------------
+    def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
+        """One checkpoint flush of a sink: whether it confirmed its exports, and the runtime's verdict on it."""
+
+
+class Observers(ServiceObserver):
+    """Fans every event out to each observer in turn; a listener that raises is logged and skipped."""
+
+    def __init__(self, observers: Iterable[ServiceObserver] = ()) -> None:
+        self._observers = tuple(observers)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._observers)
+
+    def with_observer(self, observer: ServiceObserver) -> Observers:
+        return Observers((*self._observers, observer))
+
+    def _emit(self, method: str, *args: object, **kwargs: object) -> None:
+        for observer in self._observers:
+            try:
+                getattr(observer, method)(*args, **kwargs)
+            except Exception:
+                log.exception("observer %s failed on %s", type(observer).__name__, method)
+
+    def record_consumed(self, topic: str, spans_seen: int) -> None:
+        self._emit("record_consumed", topic, spans_seen)
+
+    def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
+        self._emit("spans_skipped", reason, n)
+
+    def dead_lettered(self, reason: str, n: int = 1) -> None:
+        self._emit("dead_lettered", reason, n)
+
+    def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
+        self._emit("consumer_lag", topic, partition, lag)
+
+    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
+        self._emit("runs_skipped", scorer, agent, outcome, n, judge=judge)
+
+    def run_finished(self, run: ScoredRun) -> None:
+        self._emit("run_finished", run)
+
+    def runs_in_flight(self, n: int) -> None:
+        self._emit("runs_in_flight", n)
+
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        self._emit("judge_call_finished", model, request, call)
+
+    def judge_state_changed(self, judge: str, state: str) -> None:
+        self._emit("judge_state_changed", judge, state)
+
+    def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
+        self._emit("judge_spend", judge, spent_usd, cap_usd)
+
+    def judge_hold_ended(self, judge: str, seconds: float) -> None:
+        self._emit("judge_hold_ended", judge, seconds)
+
+    def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
+        self._emit("exporter_flushed", name, confirmed=confirmed, up=up)

@@ -1,0 +1,52 @@
+"""``scoring-sidecar eval DATASET --config FILE``: the offline twin of live scoring (Mastra's ``runEvals``).
+
+Every dataset item is scored by every configured scorer, with the service's judges, judge gates
+(concurrency, RPM/TPM, spend cap, circuit breaker) and transport retries. Then a summary table, and a
+non-zero exit when a scorer's average falls outside its threshold.
+
+Dataset: JSONL (one object per line) or CSV (a header row), with ``input`` and ``output`` (required),
+``ground_truth``, ``request_context`` (an object; in CSV a JSON string), and optionally ``id`` and ``system``
+(system instructions). A string ``input`` becomes one user message (plus ``system`` as a system message),
+a string ``output`` one assistant message: the agent run shape live scoring gives scorers. Other JSON values
+(Mastra's agent shape, message lists) are passed to the scorers as they are.
+
+Configuration: the same YAML as ``scoring-sidecar run``: ``judges`` and ``scorers`` are used; ``kafka`` may be
+left out; ``targets`` and ``sampling`` do not apply (every item is scored by every scorer); ``runtime.
+run_timeout_s`` bounds each run.
+
+Thresholds (``--threshold ID=MIN`` or ``ID=MIN:MAX``, or ``--thresholds FILE`` mapping an id to ``MIN`` or
+``{min, max}``): bounds in [0, 1] on the scorer's average score divided by its ``scale``. Exit codes: 0 all
+averages within their thresholds; 1 a threshold breached (a scorer with a threshold and no score at all
+breaches it); 2 invalid configuration, dataset or thresholds. Failed items never abort the run.
+
+``--output FILE.jsonl``: one line per (item, scorer), in dataset order: the Kafka score record
+(``exporters.kafka_scores.score_record_json``) with ``scoreSource: "eval"``; runs without a score carry the
+same identifying fields with ``score: null`` and ``error`` (``ScorerRunError.to_dict()``) or ``notScorable``,
+plus the judge record of what completed. Offline items have no trace: ``traceId``/``spanId`` are derived from
+sha256(item index, item JSON), so the same dataset gives the same ``scoreId``s run after run.
+"""
+
+from sidecar.eval.command import evaluate, main, run_eval, stand_in_settings
+from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, ScorerTally, render_report, write_results
+from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
+
+__all__ = [
+    "EvalError",
+    "EvalItem",
+    "EvalReport",
+    "EvalTally",
+    "ItemResult",
+    "Progress",
+    "ScorerTally",
+    "Threshold",
+    "evaluate",
+    "load_dataset",
+    "load_thresholds",
+    "main",
+    "parse_threshold",
+    "render_report",
+    "run_eval",
+    "stand_in_settings",
+    "write_results",
+]

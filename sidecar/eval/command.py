@@ -1,0 +1,222 @@
+"""The ``eval`` command: every dataset item scored by every configured scorer, through the same assembly
+as the live service (judges with their gates, scorers bound to them), then the table and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import SecretStr
+
+from exporters.kafka_scores import score_record_head, score_record_json
+from sidecar.app.assembly import assemble
+from sidecar.core import ScoredRun, ScorerRunRequest
+from sidecar.core.observers import Observers
+from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
+from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
+from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.service import ConfiguredScorer
+from sidecar.runtime.settings import EvalSettings, SettingsError, load_eval_settings
+
+__all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]
+
+SCORE_SOURCE = "eval"
+ProgressCallback = Callable[[int, int], None]
+
+
+def _record(run: ScoredRun, item: EvalItem) -> dict[str, Any]:
+    record = score_record_json(run)
+    if record is None:  # failed or not scorable: the record's identifying fields, the error, what completed
+        result = run.result
+        record = score_record_head(run, None, None)
+        if result is not None:
+            dumped = result.model_dump(
+                mode="json",
+                by_alias=True,
+                exclude_none=True,
+                exclude={"input", "output", "ground_truth", "request_context", "score", "reason"},
+            )
+            record["runId"] = dumped.pop("runId", None)
+            record.update(dumped)
+        if run.error is not None:
+            record["error"] = run.error.to_dict()
+        record["metadata"] = {"scorerFingerprint": run.scorer_fingerprint}
+    record["scoreSource"] = SCORE_SOURCE
+    metadata = record.setdefault("metadata", {})
+    metadata["evalItem"] = item.index
+    if item.id is not None:
+        metadata["evalItemId"] = item.id
+    record["outcome"] = run.outcome
+    return record
+
+
+async def _score_one(
+    configured: ConfiguredScorer, item: EvalItem, observer: Observers, *, timeout_s: float
+) -> ItemResult:
+    scorer = configured.scorer
+    request = ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output())
+    attempt = await attempt_scorer(
+        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.request_context
+    )
+    run = attempt.to_scored_run(request, scorer, "eval")
+    observer.run_finished(run)  # offline, a run refused by a judge's gate is a failure with its reason
+    result = attempt.result
+    score = result.score if attempt.outcome == "scored" and result is not None else None
+    return ItemResult(item=item, scorer_id=scorer.id, outcome=attempt.outcome, score=score, record=_record(run, item))
+
+
+async def run_eval(
+    settings: EvalSettings,
+    items: Sequence[EvalItem],
+    *,
+    concurrency: int = 8,
+    thresholds: Mapping[str, Threshold] | None = None,
+    progress: ProgressCallback | None = None,
+) -> EvalReport:
+    """Score every item with every configured scorer (bounded concurrency); never raises for an item."""
+    thresholds = dict(thresholds or {})
+    unknown = set(thresholds) - {s.id for s in settings.scorers}
+    if unknown:
+        known = ", ".join(s.id for s in settings.scorers)
+        raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
+    tally = EvalTally({s.id: s.scale for s in settings.scorers})
+    timeout_s = settings.runtime.run_timeout_s
+    # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
+    assembly = assemble(settings, observers=[tally], max_hold_s=timeout_s)
+    work = [(configured, item) for item in items for configured in assembly.scorers]
+    limit = asyncio.Semaphore(max(1, concurrency))
+    done = 0
+    started = time.monotonic()
+
+    async def one(configured: ConfiguredScorer, item: EvalItem) -> ItemResult:
+        nonlocal done
+        async with limit:
+            outcome = await _score_one(configured, item, assembly.observer, timeout_s=timeout_s)
+        done += 1
+        if progress is not None:
+            progress(done, len(work))
+        return outcome
+
+    try:
+        results = await asyncio.gather(*(one(configured, item) for configured, item in work))
+    finally:
+        await assembly.aclose()
+    return EvalReport(
+        tallies=tally.tallies,
+        results=list(results),
+        thresholds=thresholds,
+        elapsed_s=time.monotonic() - started,
+        items=len(items),
+        judge_labels=[judge.label for judge in assembly.judges.values()],
+    )
+
+
+def stand_in_settings(settings: EvalSettings, url: str) -> EvalSettings:
+    """Every judge pointed at the local stand-in judge server (keyword heuristic, not a language model)."""
+    from sidecar.demo import STAND_IN_MODEL
+
+    judges = {
+        name: judge.model_copy(
+            update={
+                "model": STAND_IN_MODEL,
+                "api_base": url,
+                "api_key": SecretStr("stand-in"),
+                "transport": "http",
+                "spend_cap_usd_per_hour": None,
+                "rpm": None,
+                "tpm": None,
+            }
+        )
+        for name, judge in settings.judges.items()
+    }
+    return settings.model_copy(update={"judges": judges})
+
+
+async def evaluate(
+    settings: EvalSettings,
+    items: Sequence[EvalItem],
+    *,
+    concurrency: int,
+    thresholds: Mapping[str, Threshold],
+    stand_in: bool,
+    progress: ProgressCallback | None,
+) -> EvalReport:
+    """:func:`run_eval`, with the local stand-in judge server around it when ``stand_in``."""
+    if not stand_in:
+        return await run_eval(settings, items, concurrency=concurrency, thresholds=thresholds, progress=progress)
+    from sidecar.embedded.heuristic_judge import heuristic_reply
+    from sidecar.testing.judge_server import JudgeServer
+
+    server = await JudgeServer(heuristic_reply, record=False).start()
+    try:
+        return await run_eval(
+            stand_in_settings(settings, server.url),
+            items,
+            concurrency=concurrency,
+            thresholds=thresholds,
+            progress=progress,
+        )
+    finally:
+        await server.stop()
+
+
+def main(
+    dataset: Path,
+    config: Path,
+    *,
+    output: Path | None,
+    thresholds: Sequence[str],
+    thresholds_file: Path | None,
+    concurrency: int,
+    stand_in: bool,
+    progress: bool | None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """The ``eval`` command. 0: within thresholds; 1: a threshold breached; 2: invalid input."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        settings = load_eval_settings(config)
+        from sidecar.runtime.scorer_factory import build_scorers
+
+        build_scorers(settings)  # fail before scoring anything (the assembly builds them again)
+    except SettingsError as exc:
+        print(f"config INVALID: {config}", file=err)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=err)
+        return 2
+    try:
+        limits = load_thresholds(thresholds_file) if thresholds_file is not None else {}
+        for text in thresholds:
+            scorer, threshold = parse_threshold(text)
+            limits[scorer] = threshold
+        items = load_dataset(dataset)
+        if concurrency <= 0:
+            raise EvalError("--concurrency must be > 0")
+    except EvalError as exc:
+        print(f"eval: {exc}", file=err)
+        return 2
+    if stand_in:
+        from sidecar.embedded.heuristic_judge import STAND_IN_NOTICE
+
+        print(STAND_IN_NOTICE.replace("pass --judge-model and an API key", "drop --stand-in-judge"), file=err)
+    reporter: ProgressCallback | None = None if progress is False else Progress(err, tty=progress)
+    try:
+        report = asyncio.run(
+            evaluate(settings, items, concurrency=concurrency, thresholds=limits, stand_in=stand_in, progress=reporter)
+        )
+    except EvalError as exc:
+        print(f"eval: {exc}", file=err)
+        return 2
+    print(render_report(report), file=out)
+    if output is not None:
+        with output.open("w", encoding="utf-8") as fh:
+            count = write_results(report, fh)
+        print(f"wrote {count} results to {output}", file=out)
+    return report.exit_code

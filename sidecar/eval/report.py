@@ -1,0 +1,188 @@
+"""Eval results: per-item records, per-scorer tallies (an observer of the run stream), the summary table."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from sidecar.core import ScoredRun
+from sidecar.core.observers import ServiceObserver
+from sidecar.eval.dataset import EvalItem
+from sidecar.eval.thresholds import Threshold
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall
+
+__all__ = ["EvalReport", "EvalTally", "ItemResult", "Progress", "ScorerTally", "render_report", "write_results"]
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    item: EvalItem
+    scorer_id: str
+    outcome: str  # scored | failed | not_scorable
+    score: float | None
+    record: dict[str, Any]
+
+
+@dataclass
+class ScorerTally:
+    scorer_id: str
+    scale: float = 1.0
+    scored: int = 0
+    failed: int = 0
+    not_scorable: int = 0
+    score_sum: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    # Failed because a judge stayed unavailable past the hold bound, by the state that held them.
+    unavailable: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def average(self) -> float | None:
+        return self.score_sum / self.scored if self.scored else None
+
+    @property
+    def normalised(self) -> float | None:
+        average = self.average
+        return None if average is None else min(1.0, max(0.0, average / self.scale))
+
+
+class EvalTally(ServiceObserver):
+    """Counts what the run stream reports, per scorer: outcomes and scores from finished runs, tokens and
+    cost from every judge call as it ends (failed runs' calls included: what the provider bills)."""
+
+    def __init__(self, scales: dict[str, float]) -> None:
+        self.tallies = {scorer: ScorerTally(scorer, scale=scale) for scorer, scale in scales.items()}
+
+    def run_finished(self, run: ScoredRun) -> None:
+        tally = self.tallies[run.scorer_id]
+        result = run.result
+        if run.outcome == "scored" and result is not None and result.score is not None:
+            tally.scored += 1
+            tally.score_sum += result.score
+        elif run.outcome == "not_scorable":
+            tally.not_scorable += 1
+        else:
+            tally.failed += 1
+            reason = getattr(run.error.__cause__, "reason", None) if run.error is not None else None
+            if isinstance(reason, str):
+                tally.unavailable[reason] += 1
+
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        tally = self.tallies.get(request.scorer)
+        if tally is None:
+            return
+        usage = call.usage
+        if usage is not None:
+            tally.input_tokens += usage.input_tokens or 0
+            tally.output_tokens += usage.output_tokens or 0
+        provider = call.provider_cost
+        if provider is not None and provider.unit.upper() == "USD":
+            tally.cost_usd += provider.amount  # what the provider reported beats our estimate
+        elif call.estimated_cost_usd is not None and math.isfinite(call.estimated_cost_usd):
+            tally.cost_usd += call.estimated_cost_usd
+
+
+@dataclass
+class EvalReport:
+    tallies: dict[str, ScorerTally]
+    results: list[ItemResult]
+    thresholds: dict[str, Threshold]
+    elapsed_s: float
+    items: int
+    judge_labels: list[str] = field(default_factory=list)
+
+    def breaches(self) -> list[str]:
+        return [
+            scorer
+            for scorer, threshold in self.thresholds.items()
+            if scorer in self.tallies and not threshold.holds(self.tallies[scorer].normalised)
+        ]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.breaches() else 0
+
+
+def write_results(report: EvalReport, out: TextIO) -> int:
+    """One JSON line per (item, scorer), in dataset order then scorer order. Returns the number of lines."""
+    for result in report.results:
+        out.write(json.dumps(result.record, ensure_ascii=False, allow_nan=False) + "\n")
+    return len(report.results)
+
+
+def render_report(report: EvalReport) -> str:
+    lines = [
+        f"{report.items} items x {len(report.tallies)} scorers in {report.elapsed_s:.1f}s"
+        + (f" (judges: {', '.join(report.judge_labels)})" if report.judge_labels else ""),
+        f"{'scorer':<22} {'avg':>6} {'scored':>6} {'failed':>6} {'n/s':>4} {'tokens in':>10} {'tokens out':>10} "
+        f"{'est. cost':>10}  threshold",
+    ]
+    total_in = total_out = 0
+    total_cost = 0.0
+    breaches = set(report.breaches())
+    for scorer, tally in report.tallies.items():
+        average = tally.average
+        threshold = report.thresholds.get(scorer)
+        if threshold is None:
+            verdict = "-"
+        else:
+            shown = "no score" if tally.normalised is None else f"{tally.normalised:.2f}"
+            verdict = f"{threshold} {'FAIL (' + shown + ')' if scorer in breaches else 'ok'}"
+        lines.append(
+            f"{scorer:<22} {'-' if average is None else f'{average:.3f}':>6} {tally.scored:>6} {tally.failed:>6} "
+            f"{tally.not_scorable:>4} {tally.input_tokens:>10} {tally.output_tokens:>10} "
+            f"{'$' + format(tally.cost_usd, '.4f'):>10}  {verdict}"
+        )
+        total_in += tally.input_tokens
+        total_out += tally.output_tokens
+        total_cost += tally.cost_usd
+    lines.append(f"judge tokens {total_in} in / {total_out} out, estimated cost ${total_cost:.4f}")
+    unavailable: Counter[str] = Counter()
+    for tally in report.tallies.values():
+        unavailable.update(tally.unavailable)
+    if unavailable:
+        why = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(unavailable.items()))
+        lines.append(
+            f"{sum(unavailable.values())} runs failed because a judge stayed unavailable ({why}): "
+            "see the judge's log lines above"
+        )
+    if breaches:
+        lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A progress bar with ETA on a terminal; plain lines (every 10 %) otherwise. Writes to ``out``."""
+
+    def __init__(self, out: TextIO, *, tty: bool | None = None, width: int = 30) -> None:
+        self._out = out
+        self._tty = out.isatty() if tty is None else tty
+        self._width = width
+        self._started = time.monotonic()
+        self._last_decile = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = time.monotonic() - self._started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        eta_text = f"ETA {eta:.0f}s" if math.isfinite(eta) else "ETA ?"
+        if self._tty:
+            filled = int(self._width * done / total) if total else self._width
+            bar = "#" * filled + "." * (self._width - filled)
+            end = "\n" if done >= total else ""
+            self._out.write(f"\r[{bar}] {done}/{total} runs {elapsed:.0f}s {eta_text} ")
+            self._out.write(end)
+            self._out.flush()
+            return
+        decile = (10 * done) // total if total else 10
+        if decile > self._last_decile or done == total:
+            self._last_decile = decile
+            self._out.write(f"progress: {done}/{total} runs ({100 * done // max(total, 1)}%), {eta_text}\n")
+            self._out.flush()

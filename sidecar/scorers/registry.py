@@ -1,0 +1,70 @@
+"""Scorer kinds, declared once: what ``kind: <name>`` in a configuration builds.
+
+Each prebuilt scorer module registers its kind with ``@scorer_kind(...)`` next to its factory: the name
+users write, the options model (validated with the kind's own model, so a typo inside ``options:`` is
+reported like any other key, with "did you mean"), whether it needs a judge, whether it can score live
+traffic or only ``eval`` datasets, and a one-line description. Settings validation, ``validate``,
+``eval``, the scorer factory and the docs' list of kinds all read this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from sidecar.scoring import JudgeModel, Scorer
+
+__all__ = ["ScorerKind", "scorer_kind", "scorer_kinds"]
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+Factory = Callable[[JudgeModel | None, OptionsT], Scorer]
+
+
+@dataclass(frozen=True)
+class ScorerKind(Generic[OptionsT]):
+    name: str
+    factory: Factory[OptionsT]
+    options: type[OptionsT]
+    needs_judge: bool
+    description: str
+    # None: scores live traffic and datasets; else why the kind scores ``eval`` datasets only.
+    eval_only: str | None = None
+
+    def build(self, judge: JudgeModel | None, options: Mapping[str, Any]) -> Scorer:
+        """Validate ``options`` with the kind's model and build the scorer."""
+        if judge is None and self.needs_judge:
+            raise ValueError(f"kind {self.name!r} needs a judge")
+        return self.factory(judge, self.options.model_validate(dict(options)))
+
+
+_KINDS: dict[str, ScorerKind[Any]] = {}
+
+
+def scorer_kind(
+    name: str,
+    *,
+    options: type[OptionsT],
+    needs_judge: bool,
+    description: str,
+    eval_only: str | None = None,
+) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
+    """Register ``factory(judge, options) -> Scorer`` as the kind ``name``."""
+
+    def register(factory: Factory[OptionsT]) -> Factory[OptionsT]:
+        if name in _KINDS:
+            raise ValueError(f"scorer kind {name!r} is registered twice")
+        _KINDS[name] = ScorerKind(name, factory, options, needs_judge, description, eval_only)
+        return factory
+
+    return register
+
+
+def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
+    """Every registered kind by name (importing ``sidecar.scorers`` registers the prebuilt ones)."""
+    import sidecar.scorers  # noqa: F401  (the prebuilt modules register themselves on import)
+
+    return MappingProxyType(_KINDS)
