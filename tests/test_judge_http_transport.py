@@ -607,3 +607,33 @@ async def test_a_proxy_that_cannot_reach_the_judge_is_a_connection_error(
         await transports(f"https://127.0.0.1:{port}/v1").complete(REQUEST)
     assert caught.value.retryable
     assert forward_proxy.connects == [f"127.0.0.1:{port}"]
+
+
+LITELLM_CALL = """
+import asyncio, sys
+from pathlib import Path
+from sidecar.scoring.judge.litellm_transport import LiteLLMTransport
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+
+async def main() -> None:
+    model = JudgeModel(model="hosted_vllm/judge", api_base=sys.argv[1], api_key="sk-x", transport="litellm",
+                       ca_bundle=Path(sys.argv[2]))
+    reply = await LiteLLMTransport(model).complete(ChatRequest(messages=({"role": "user", "content": "x"},),
+                                                              timeout_s=10))
+    print(reply.text)
+
+asyncio.run(main())
+"""
+
+
+async def test_the_litellm_path_takes_the_ca_bundle_and_the_proxy_from_the_environment(
+    raw_servers: StartServer, judge_ca: JudgeCA, forward_proxy: ForwardProxy
+) -> None:
+    # litellm keeps clients and proxy decisions in process-wide caches: a fresh interpreter keeps this
+    # test's environment its own. hosted_vllm is one of the providers that honour a per-call ssl_verify.
+    server = await raw_servers(serve(response(completion("litellm via proxy"))), judge_ca.server_context())
+    code = LITELLM_CALL.replace("sys.argv[1]", repr(server.url)).replace("sys.argv[2]", repr(str(judge_ca.ca_pem)))
+    out = await run_python(code, clean_environment(HTTPS_PROXY=forward_proxy.url, LITELLM_LOCAL_MODEL_COST_MAP="True"))
+    assert out.strip().splitlines()[-1] == "litellm via proxy"
+    assert forward_proxy.connects == [f"127.0.0.1:{server.port}"]
