@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
@@ -286,6 +295,7 @@ class JudgeSettings(_Frozen):
     structured_output: Literal["json_schema", "prompt"] = "json_schema"
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, gt=0)
+    ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)
     # limits (runtime)
     max_concurrency: int = Field(default=16, gt=0)
     rpm: int | None = Field(default=None, gt=0)  # requests per minute
@@ -293,7 +303,7 @@ class JudgeSettings(_Frozen):
     spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost; over it, runs are shed
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
 
-    _unset = field_validator("api_base", "api_key", "deadline_s", mode="before")(_empty_is_unset)
+    _unset = field_validator("api_base", "api_key", "deadline_s", "ca_bundle", mode="before")(_empty_is_unset)
 
     def to_judge_model(self) -> JudgeModel:
         return JudgeModel(
@@ -307,6 +317,7 @@ class JudgeSettings(_Frozen):
             structured_output=self.structured_output,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            ca_bundle=self.ca_bundle,
         )
 
 
