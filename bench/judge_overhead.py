@@ -6,7 +6,8 @@ drives it with three clients in the same run:
 
 * ``raw``     — one shared aiohttp session, an OpenAI-style POST and ``json.loads`` of the reply;
 * ``ours``    — a full prompt step through the scorer (``generate_score`` with structured output,
-  validation and the judge record) over the fast HTTP transport: one judge call per run;
+  validation and the judge record) over the fast HTTP transport (``OpenAICompatibleTransport``, one
+  shared aiohttp session): one judge call per run;
 * ``litellm`` — plain ``litellm.acompletion``, in a child process of its own (imported before timing
   starts): its import leaves a heap that every full collection rescans and it finishes per-call logging
   in background threads, which in this process would be charged to the other two clients.
@@ -17,9 +18,10 @@ other processes on the machine falls on both alike. A client's CPU includes the 
 after its calls (until the process is idle again). The table also shows the server process's CPU per
 call: the server shares the cores, so client and server CPU together bound the throughput.
 
-Goal: ours ≤ 2 ms of CPU per judge call and ≥ 90 % of raw's throughput in the same run
-(``bound_fraction``). The loopback server shares the machine's cores, so the concurrency/latency bound
-itself is printed for information only. The last line holds the figures as ``key=value`` pairs.
+Goal: ours ≤ 0.5 ms of CPU per judge call and ≥ 90 % of raw's throughput in the same run
+(``bound_fraction``); litellm is shown beside them, without a goal. The loopback server shares the
+machine's cores, so the concurrency/latency bound itself is printed for information only. The last
+line holds the figures as ``key=value`` pairs.
 
     .venv/bin/python bench/judge_overhead.py [--calls 2000] [--litellm-calls 500] [--concurrency 256]\
         [--latency-ms 200] [--rounds 4]
@@ -55,6 +57,8 @@ MODEL = "openai/gpt-4o-mini"
 API_KEY = "sk-bench"
 _ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Score the answer between 0 and 1. Question: what is 2 + 2? Answer: 4."
+GOAL_CPU_MS_PER_CALL = 0.5
+GOAL_BOUND_FRACTION = 0.9
 
 Call = Callable[[], Awaitable[None]]
 
@@ -317,8 +321,10 @@ def main() -> None:
             + (f"{server_ms:>16.3f}" if server_ms is not None else f"{'n/a':>16}")
         )
     bound_fraction = ours.calls_per_s / raw.calls_per_s
-    verdict = "OK" if ours.cpu_ms_per_call <= 2.0 and bound_fraction >= 0.9 else "MISSED"
-    print(f"goal (≤ 2 ms CPU per call, ≥ 0.9 of raw throughput): {verdict}")
+    verdict = (
+        "OK" if ours.cpu_ms_per_call <= GOAL_CPU_MS_PER_CALL and bound_fraction >= GOAL_BOUND_FRACTION else "MISSED"
+    )
+    print(f"goal (≤ {GOAL_CPU_MS_PER_CALL:g} ms CPU per call, ≥ {GOAL_BOUND_FRACTION:g} of raw throughput): {verdict}")
     print(
         f"cpu_ms_per_call={ours.cpu_ms_per_call:.3f} raw_cpu_ms_per_call={raw.cpu_ms_per_call:.3f} "
         f"litellm_cpu_ms_per_call={lite.cpu_ms_per_call:.3f} bound_fraction={bound_fraction:.3f} "

@@ -13,10 +13,15 @@ from tests.support.judge import (
     transport,
 )
 from tests.support.otlp_receiver import otlp_receiver, otlp_receiver_session
+from tests.support.proxy import forward_proxy
+from tests.support.raw_http import raw_servers
 from tests.support.s3 import s3_emulator
+from tests.support.tls import judge_ca
 
 __all__ = [
     "close_judges_at_exit",
+    "forward_proxy",
+    "judge_ca",
     "judge_server",
     "judge_server_session",
     "kafka_bootstrap",
@@ -25,6 +30,7 @@ __all__ = [
     "new_topic",
     "otlp_receiver",
     "otlp_receiver_session",
+    "raw_servers",
     "s3_emulator",
     "transport",
     "unique_name",

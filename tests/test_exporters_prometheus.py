@@ -46,6 +46,7 @@ from sidecar.scoring import (
 from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.types import JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.judge import judge_client
 from tests.support.runs import scored_run_of
 
 MODEL = "openai/gpt-4o-mini"
@@ -138,7 +139,7 @@ CLIENTS: dict[str, JudgeClient] = {}
 
 def observed(model: JudgeModel, metrics: SidecarMetrics) -> JudgeModel:
     """The model's client reports every call to ``metrics``, as the assembly wires it."""
-    CLIENTS[model.cache_key()] = JudgeClient(model, observers=[metrics])
+    CLIENTS[model.cache_key()] = judge_client(model, observers=[metrics])
     return model
 
 

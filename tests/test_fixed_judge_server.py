@@ -35,17 +35,8 @@ async def exchange(port: int, payload: bytes) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("http_client", ["lean", "aiohttp"])
-async def test_the_sidecars_transports_get_the_fixed_reply_after_the_delay(
-    server: FixedJudgeServer, http_client: str
-) -> None:
-    model = JudgeModel(
-        model="openai/gpt-4o-mini",
-        api_base=server.url,
-        api_key=SecretStr("sk-fixed"),
-        transport="http",
-        http_client=http_client,
-    )
+async def test_the_sidecars_transport_gets_the_fixed_reply_after_the_delay(server: FixedJudgeServer) -> None:
+    model = JudgeModel(model="openai/gpt-4o-mini", api_base=server.url, api_key=SecretStr("sk-fixed"), transport="http")
     transport = OpenAICompatibleTransport(model)
     try:
         started = time.monotonic()

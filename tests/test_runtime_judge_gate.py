@@ -22,6 +22,7 @@ from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.steps import GeneratedScore
 from sidecar.scoring.types import JudgeCall
 from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.judge import judge_client
 
 JUDGE = "openai/gpt-4o-mini"
 # Default Reply usage (10 in, 5 out) at gpt-4o-mini list prices.
@@ -81,7 +82,7 @@ def gated(
 ) -> tuple[JudgeModel, JudgeGate]:
     model = judge_model(judge_server, request)
     gate = JudgeGate(model, config, **gate_kwargs)
-    CLIENTS[model.cache_key()] = JudgeClient(model, gate=gate)
+    CLIENTS[model.cache_key()] = judge_client(model, gate=gate)
     return model, gate
 
 
@@ -305,7 +306,7 @@ async def test_a_request_that_fails_while_the_judge_answers_others_uses_up_its_r
     judge_server.reset(responder)
     model, gate = gated(judge_server, request, GateConfig(failure_threshold=100))
     model = model.model_copy(update={"max_retries": 2})
-    CLIENTS[model.cache_key()] = JudgeClient(model, gate=gate)
+    CLIENTS[model.cache_key()] = judge_client(model, gate=gate)
     stop = asyncio.Event()
 
     async def healthy_traffic() -> None:
@@ -491,7 +492,7 @@ async def test_every_call_is_reported_once_whatever_becomes_of_its_run(
             description="verdict", create_prompt=lambda ctx: f"judge {ctx.run.output}", output_schema=GeneratedScore
         )
         .generate_score(lambda ctx: ctx.results.analyze_step_result.score)
-        .bind(JudgeClient(model, gate=gate, observers=[log]))
+        .bind(judge_client(model, gate=gate, observers=[log]))
     )
     # Some runs fail (two unusable answers in a row); their calls count all the same.
     await asyncio.gather(*(analyzer.run(input="q", output=f"a{i}") for i in range(12)), return_exceptions=True)

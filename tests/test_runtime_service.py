@@ -20,8 +20,8 @@ from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringServ
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
-from sidecar.scoring.judge.client import JudgeClient
 from sidecar.testing.judge_server import JudgeServer
+from tests.support.judge import judge_client
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.sidecar_process import committed_total, free_port, produce_traces, read_topic
 
@@ -50,7 +50,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
 
     judge = JudgeModel(model="openai/gpt-4o-mini", api_base=judge_server.url, transport="http")
     metrics = SidecarMetrics()
-    client = JudgeClient(judge, observers=[metrics])  # every call counted, as the assembly wires it
+    client = judge_client(judge, observers=[metrics])  # every call counted, as the assembly wires it
     otlp = OtlpTraceSink(otlp_receiver.endpoint("http/protobuf"), protocol="http/protobuf", evaluation_logs=False)
     kafka_sink = KafkaScoreSink(kafka_bootstrap, topic=scores_topic)
     group = unique_name("group")

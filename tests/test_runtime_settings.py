@@ -265,6 +265,25 @@ def test_wrong_type_names_path_and_line() -> None:
     assert "less than or equal to 1" in problems[1][2]
 
 
+def test_judge_ca_bundle_is_a_file_that_must_exist(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    text = """
+        kafka: {bootstrap_servers: x}
+        judges:
+          j:
+            model: hosted_vllm/qwen
+            ca_bundle: ${CA_BUNDLE:-}
+        scorers: [{id: sim, kind: content-similarity}]
+        """
+    settings = load_settings(yaml_text(text), environ={"CA_BUNDLE": str(ca)})
+    assert settings.judges["j"].to_judge_model().ca_bundle == ca
+    assert load_settings(yaml_text(text), environ={}).judges["j"].ca_bundle is None  # empty: unset
+    problems = problems_of(text, environ={"CA_BUNDLE": str(tmp_path / "missing.pem")})
+    assert [(path, line) for path, line, _ in problems] == [("judges.j.ca_bundle", 5)]
+    assert "file" in problems[0][2]
+
+
 def test_error_message_lists_every_problem() -> None:
     with pytest.raises(SettingsError) as caught:
         load_settings("kafka:\n  bootstrap_servers: x\n  topcs: [a]\nscorers: []\n")

@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FilePath,
     PrivateAttr,
     SecretStr,
     ValidationError,
@@ -293,6 +294,7 @@ class JudgeSettings(_Frozen):
     structured_output: Literal["json_schema", "prompt"] = "json_schema"
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, gt=0)
+    ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)
     # limits (runtime)
     max_concurrency: int = Field(default=16, gt=0)
     rpm: int | None = Field(default=None, gt=0)  # requests per minute
@@ -303,7 +305,7 @@ class JudgeSettings(_Frozen):
     on_spend_cap: Literal["shed", "hold"] = "shed"
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
 
-    _unset = field_validator("api_base", "api_key", "deadline_s", mode="before")(_empty_is_unset)
+    _unset = field_validator("api_base", "api_key", "deadline_s", "ca_bundle", mode="before")(_empty_is_unset)
 
     def to_judge_model(self) -> JudgeModel:
         return JudgeModel(
@@ -317,6 +319,7 @@ class JudgeSettings(_Frozen):
             structured_output=self.structured_output,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            ca_bundle=self.ca_bundle,
         )
 
 

@@ -9,6 +9,7 @@ import pytest
 import pytest_asyncio
 from pydantic import SecretStr
 
+from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.testing.judge_server import JudgeServer
 
@@ -56,9 +57,22 @@ def make_judge_model(judge_server: JudgeServer, transport: str) -> JudgeModelFac
     return make
 
 
+_OPENED: list[JudgeClient] = []
+
+
+def judge_client(model: JudgeModel, **kwargs: Any) -> JudgeClient:
+    """A judge client whose connections are closed at the end of the test session (as an assembly's are
+    when the service stops)."""
+    client = JudgeClient(model, **kwargs)
+    _OPENED.append(client)
+    return client
+
+
 @pytest_asyncio.fixture(scope="session", autouse=True)
 async def close_judges_at_exit() -> AsyncIterator[None]:
     yield
     from sidecar.scoring.judge.client import close_default_judge_clients
 
     await close_default_judge_clients()
+    for client in _OPENED:
+        await client.aclose()

@@ -1,14 +1,15 @@
-"""The fast path: OpenAI-compatible chat completions over a lean HTTP/1.1 client (or aiohttp).
+"""The fast path: OpenAI-compatible chat completions over one shared aiohttp session per transport.
 
-litellm's client costs ~10 ms of CPU per call here, aiohttp ~0.4 ms and our lean client
-(``sidecar.scoring.judge.lean_http``) ~0.15 ms, most of it the event loop's own work: at hundreds of
-judge calls per second the client, not the judge, would otherwise be the bottleneck. This transport
-speaks only the OpenAI wire format and reports usage, errors and cost exactly as the litellm transport
-does (a test runs both against the same server and compares the records).
+litellm spends several milliseconds of CPU per call; at hundreds of judge calls per second that, not the
+judge, would bound the sidecar. This transport speaks only the OpenAI wire format and reports usage,
+errors and cost exactly as the litellm transport does (a test runs both against the same server and
+compares the records). Failures: ``TimeoutError`` → ``Timeout``; anything wrong with the connection, TLS,
+the proxy or the response's framing → ``APIConnectionError``; an HTTP error status → ``error_for_status``.
 
-``JudgeModel.http_client`` picks the HTTP client: ``"lean"`` (the default) or ``"aiohttp"``, kept as a
-fallback for servers the lean client might not get along with. Both report failures the same way:
-``TimeoutError`` → ``Timeout``, any connection or framing failure → ``APIConnectionError``.
+TLS trusts the judge's ``ca_bundle`` or the default paths (``SSL_CERT_FILE``); the proxy comes from
+``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. Both are settled when the transport is made
+(``sidecar.scoring.judge.egress``). The session itself is made on the first call, inside the event loop
+it belongs to.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
+import aiohttp
 import pydantic_core
+from multidict import CIMultiDictProxy
+from yarl import URL
 
+from sidecar.scoring.judge.egress import env_proxy, tls_context
 from sidecar.scoring.judge.errors import APIConnectionError, InternalServerError, Timeout, error_for_status
-from sidecar.scoring.judge.lean_http import HTTPConnectionError, LeanHTTPClient
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import (
     ChatRequest,
@@ -32,108 +36,66 @@ from sidecar.scoring.judge.protocol import (
     redact,
 )
 
-if TYPE_CHECKING:
-    import aiohttp
+__all__ = ["OpenAICompatibleTransport"]
 
-__all__ = ["AiohttpClient", "HTTPClient", "OpenAICompatibleTransport"]
-
-
-class _Reply(Protocol):
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-class HTTPClient(Protocol):
-    """POSTs to one URL. Raises ``TimeoutError`` past ``timeout_s`` and ``HTTPConnectionError`` otherwise."""
-
-    async def post(self, body: bytes, timeout_s: float) -> _Reply: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _AiohttpReply:
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-
-class AiohttpClient:
-    """The same POST over one shared aiohttp session (the fast path before the lean client)."""
-
-    def __init__(
-        self,
-        url: str,
-        headers: dict[str, str],
-        *,
-        limit: int = 512,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self._url = url
-        self._headers = headers
-        self._limit = limit
-        self._ssl_context = ssl_context
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                limit=self._limit, ttl_dns_cache=300, ssl=self._ssl_context if self._ssl_context else True
-            )
-            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
-        return self._session
-
-    async def post(self, body: bytes, timeout_s: float) -> _Reply:
-        import aiohttp
-
-        session = self._client()
-        try:
-            async with session.post(self._url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-                payload = await response.read()
-                return _AiohttpReply(response.status, dict(response.headers), payload)
-        except aiohttp.ClientError as exc:
-            raise HTTPConnectionError(str(exc) or type(exc).__name__) from exc
-
-    async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-            # aiohttp closes transports on the next loop turn; give it one so nothing warns later.
-            await asyncio.sleep(0)
+# Below the idle timeout of the servers judges usually sit behind (uvicorn, as vLLM runs it, closes after
+# 5 s): closing first avoids most sends on a connection the server is closing at that moment.
+_KEEPALIVE_S = 4.0
+_DNS_TTL_S = 60
 
 
 class OpenAICompatibleTransport:
-    def __init__(
-        self,
-        model: JudgeModel,
-        *,
-        connection_limit: int = 512,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
+    def __init__(self, model: JudgeModel, *, connection_limit: int = 512) -> None:
         base = model.resolved_api_base()
         if base is None:
             raise ValueError(f"judge {model.model!r}: the HTTP transport needs an api_base")
-        url = f"{base}/chat/completions"
+        self._url = URL(f"{base}/chat/completions")
+        if self._url.scheme not in ("http", "https") or not self._url.host:
+            raise ValueError(f"judge {model.model!r}: api_base {base!r} is not an http(s) URL")
         self._model = model
         self._api_key = model.resolved_api_key()
-        headers = {"Content-Type": "application/json"}
+        self._headers = {"Content-Type": "application/json"}
         if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        self._http: HTTPClient
-        if model.http_client == "aiohttp":
-            self._http = AiohttpClient(url, headers, limit=connection_limit, ssl_context=ssl_context)
-        else:
-            self._http = LeanHTTPClient(url, headers, limit=connection_limit, ssl_context=ssl_context)
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
+        self._limit = connection_limit
+        self._tls: ssl.SSLContext | None = None
+        if self._url.scheme == "https" or model.ca_bundle is not None:
+            try:
+                self._tls = tls_context(model.ca_bundle)
+            except ValueError as exc:
+                raise ValueError(f"judge {model.model!r}: {exc}") from exc
+        self._proxy, self._proxy_auth = env_proxy(self._url)
+        self._session: aiohttp.ClientSession | None = None
+        # Reused while the timeout asked for stays the same, which is the usual case (the model's timeout_s).
+        self._timeout = aiohttp.ClientTimeout(total=model.timeout_s)
         # The parts of the body that never change, serialised once.
         self._fixed: dict[str, Any] = {}
         if model.temperature is not None:
             self._fixed["temperature"] = model.temperature
         if model.max_tokens is not None:
             self._fixed["max_tokens"] = model.max_tokens
+
+    @property
+    def proxy(self) -> URL | None:
+        """The proxy calls go through (from the environment when the transport was made), if any."""
+        return self._proxy
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._limit,
+                ttl_dns_cache=_DNS_TTL_S,
+                keepalive_timeout=_KEEPALIVE_S,
+                ssl=self._tls if self._tls is not None else True,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                # Judges set no cookies worth keeping; the proxy was resolved once in __init__.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+            )
+        return self._session
 
     def _body(self, request: ChatRequest) -> bytes:
         body: dict[str, Any] = {"model": self._model.model_name, "messages": list(request.messages)}
@@ -144,15 +106,29 @@ class OpenAICompatibleTransport:
         return pydantic_core.to_json(body)  # compact UTF-8 JSON, encoded in Rust
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
+        timeout = self._timeout
+        if timeout.total != request.timeout_s:
+            timeout = aiohttp.ClientTimeout(total=request.timeout_s)
         try:
-            reply = await self._http.post(self._body(request), request.timeout_s)
+            async with self._client().post(
+                self._url,
+                data=self._body(request),
+                timeout=timeout,
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+                allow_redirects=False,
+            ) as response:
+                payload = await response.read()
+                status = response.status
+                headers = response.headers
         except TimeoutError as exc:
+            # Before ClientError: aiohttp's socket timeouts are both.
             raise Timeout(f"judge call timed out after {request.timeout_s:g}s", code="408") from exc
-        except HTTPConnectionError as exc:
-            raise APIConnectionError(redact(f"connection to the judge failed: {exc}", self._api_key)) from exc
-        status, payload = reply.status, reply.body
+        except aiohttp.ClientError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise APIConnectionError(redact(f"connection to the judge failed: {detail}", self._api_key)) from exc
         if status != 200:
-            raise self._error(status, payload, reply.headers)
+            raise self._error(status, payload, headers)
         try:
             data = pydantic_core.from_json(payload)  # a third of json.loads' CPU on a completion
             choice = data["choices"][0]
@@ -172,7 +148,7 @@ class OpenAICompatibleTransport:
             provider_cost=parse_provider_cost(raw_usage),
         )
 
-    def _error(self, status: int, payload: bytes, headers: dict[str, str]) -> Exception:
+    def _error(self, status: int, payload: bytes, headers: CIMultiDictProxy[str]) -> Exception:
         message = payload.decode("utf-8", "replace")[:2000]
         code: str | None = None
         try:
@@ -189,4 +165,7 @@ class OpenAICompatibleTransport:
         )
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+            # aiohttp closes transports on the next loop turn; give it one so nothing warns later.
+            await asyncio.sleep(0)

@@ -2,6 +2,11 @@
 
 litellm is imported here and nowhere else, on first use: its import takes seconds and, unless told
 otherwise, fetches a price map from the network.
+
+Egress is litellm's own (see docs/judge-transport.md): it reads ``HTTPS_PROXY``/``HTTP_PROXY``/
+``NO_PROXY`` itself, and the judge's ``ca_bundle`` goes along as litellm's per-call ``ssl_verify``, which
+the providers on litellm's own HTTP handler honour; those it reaches through the OpenAI SDK (openai,
+azure) trust only the process-wide setting (``SSL_CERT_FILE``).
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class LiteLLMTransport:
             kwargs["temperature"] = self._model.temperature
         if self._model.max_tokens is not None:
             kwargs["max_tokens"] = self._model.max_tokens
+        if self._model.ca_bundle is not None:
+            kwargs["ssl_verify"] = str(self._model.ca_bundle)
         try:
             response = await litellm.acompletion(**kwargs)
         except Exception as exc:

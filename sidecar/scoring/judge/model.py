@@ -6,7 +6,7 @@ import functools
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, FilePath, SecretStr
 
 __all__ = ["FAST_PATH_PROVIDERS", "Judge", "JudgeModel"]
 
@@ -31,13 +31,14 @@ class JudgeModel(BaseModel):
     # Bound on one attempt including its transport retries; None means timeout_s × (max_retries + 1).
     deadline_s: float | None = Field(default=None, gt=0)
     transport: Literal["auto", "http", "litellm"] = "auto"
-    # The fast path's HTTP client: our lean HTTP/1.1 client, or aiohttp (kept as a fallback).
-    http_client: Literal["lean", "aiohttp"] = "lean"
     structured_output: Literal["json_schema", "prompt"] = "json_schema"
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8.0, ge=0)
+    # PEM file of the CA certificates to trust instead of the default ones (a private CA, a TLS-inspecting
+    # proxy); None: the default verify paths, which honour SSL_CERT_FILE.
+    ca_bundle: FilePath | None = None
 
     @property
     def provider(self) -> str:
