@@ -90,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     # Set by the supervisor for its worker processes, not by users.
     run.add_argument("--worker", help=argparse.SUPPRESS)
     run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
+    commands.add_parser(
+        "kinds",
+        help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
+        description="List the scorer kinds a configuration can name under scorers[].kind (Markdown table).",
+    )
     validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
     validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     return parser
@@ -260,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _eval(args)
     if args.command == "validate":
         return _validate(args)
+    if args.command == "kinds":
+        from sidecar.scorers.registry import kinds_table
+
+        print(kinds_table())
+        print("\nor `python: package.module:factory` for your own (docs/scorers.md)")
+        return 0
     if args.command == "run":
         return _run(args)
     return 2

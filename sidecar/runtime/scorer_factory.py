@@ -23,7 +23,10 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from sidecar.runtime.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
+from sidecar.scorers.registry import kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
 
@@ -50,6 +53,15 @@ def _python_scorer(target: tuple[str, str], judge: JudgeModel | None, options: d
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise ValueError(f"{module_name}:{attribute} is not a callable in {module_name!r}")
+    kind = kind_of(factory)
+    if kind is not None:  # declared with @scorer_kind: built like a prebuilt kind
+        try:
+            return kind.build(judge, options)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+            raise ValueError(f"options of {module_name}:{attribute} ({kind.name!r}): {problems}") from exc
+        except Exception as exc:
+            raise ValueError(f"{module_name}:{attribute}(...) raised {type(exc).__name__}: {exc}") from exc
     try:
         scorer = _call_python_factory(factory, judge, options)
     except Exception as exc:

@@ -1,7 +1,7 @@
 """Scorer kinds, declared once: what ``kind: <name>`` in a configuration builds.
 
-Each prebuilt scorer module registers its kind with ``@scorer_kind(...)`` next to its factory: the name
-users write, the options model (validated with the kind's own model, so a typo inside ``options:`` is
+Each prebuilt scorer module registers its kind with ``@scorer_kind(...)`` next to its factory (a user's
+``python:`` factory may too, to have its options validated by its own model): the name users write, the options model (validated with the kind's own model, so a typo inside ``options:`` is
 reported like any other key, with "did you mean"), whether it needs a judge, whether it can score live
 traffic or only ``eval`` datasets, and a one-line description. Settings validation, ``validate``,
 ``eval``, the scorer factory and the docs' list of kinds all read this registry.
@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from sidecar.scoring import JudgeModel, Scorer
 
-__all__ = ["ScorerKind", "scorer_kind", "scorer_kinds"]
+__all__ = ["ScorerKind", "kind_of", "scorer_kind", "scorer_kinds"]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 Factory = Callable[[JudgeModel | None, OptionsT], Scorer]
@@ -34,6 +34,11 @@ class ScorerKind(Generic[OptionsT]):
     # None: scores live traffic and datasets; else why the kind scores ``eval`` datasets only.
     eval_only: str | None = None
 
+    @property
+    def prebuilt(self) -> bool:
+        """Shipped with the sidecar (not a user's ``python:`` kind registered on import)."""
+        return getattr(self.factory, "__module__", "").startswith("sidecar.")
+
     def build(self, judge: JudgeModel | None, options: Mapping[str, Any]) -> Scorer:
         """Validate ``options`` with the kind's model and build the scorer."""
         if judge is None and self.needs_judge:
@@ -42,6 +47,7 @@ class ScorerKind(Generic[OptionsT]):
 
 
 _KINDS: dict[str, ScorerKind[Any]] = {}
+_BY_FACTORY: dict[Callable[..., Scorer], ScorerKind[Any]] = {}
 
 
 def scorer_kind(
@@ -57,10 +63,16 @@ def scorer_kind(
     def register(factory: Factory[OptionsT]) -> Factory[OptionsT]:
         if name in _KINDS:
             raise ValueError(f"scorer kind {name!r} is registered twice")
-        _KINDS[name] = ScorerKind(name, factory, options, needs_judge, description, eval_only)
+        _KINDS[name] = _BY_FACTORY[factory] = ScorerKind(name, factory, options, needs_judge, description, eval_only)
         return factory
 
     return register
+
+
+def kind_of(factory: object) -> ScorerKind[Any] | None:
+    """The kind a factory was registered as (a ``python:`` factory decorated with ``@scorer_kind`` gets its
+    options validated and its judge requirement checked like a prebuilt kind's)."""
+    return _BY_FACTORY.get(factory) if callable(factory) else None
 
 
 def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
@@ -68,3 +80,25 @@ def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
     import sidecar.scorers  # noqa: F401  (the prebuilt modules register themselves on import)
 
     return MappingProxyType(_KINDS)
+
+
+def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
+    """The prebuilt kinds as a Markdown table (``scoring-sidecar kinds`` prints it; docs/scorers.md holds it)."""
+    rows = [
+        "| kind | judge | live | options (default) | what it scores |",
+        "|---|---|---|---|---|",
+    ]
+    chosen = kinds if kinds is not None else {n: k for n, k in scorer_kinds().items() if k.prebuilt}
+    for name, kind in sorted(chosen.items()):
+        options = ", ".join(
+            f"`{field}` ({_default(info.default)})" for field, info in kind.options.model_fields.items()
+        )
+        live = "eval only" if kind.eval_only else "yes"
+        rows.append(
+            f"| `{name}` | {'yes' if kind.needs_judge else 'no'} | {live} | {options or '-'} | {kind.description} |"
+        )
+    return "\n".join(rows)
+
+
+def _default(value: object) -> str:
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from sidecar.scorers.registry import scorer_kind
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
 
 
@@ -32,3 +35,44 @@ def create_failing_scorer(*, judge: JudgeModel | None, options: dict[str, Any]) 
 
 
 NOT_CALLABLE = 42
+
+
+class StrictnessOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = 0.5
+
+
+@scorer_kind(
+    "test-strictness",
+    options=StrictnessOptions,
+    needs_judge=True,
+    description="a user's kind declared like a prebuilt one (tests)",
+)
+def create_strictness_scorer(judge: JudgeModel | None, options: StrictnessOptions) -> Scorer:
+    """Declared with @scorer_kind: its options are validated by its own model, its judge is required."""
+    return create_scorer(id="strictness", judge={"model": judge}).generate_score(
+        description="strict?", create_prompt=lambda ctx: f"Is this strict? {ctx.run.output}"
+    )
+
+
+def create_sneaky_scorer(*, judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
+    """Ignores the judge it is given and names another model: the configuration must refuse it."""
+    model = str(options.get("model", "openai/gpt-4o"))
+    return create_scorer(id="sneaky", judge={"model": model}).generate_score(
+        description="score", create_prompt=lambda ctx: f"Score: {ctx.run.output}"
+    )
+
+
+def create_half_sneaky_scorer(*, judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
+    """Uses the declared judge for one step and an undeclared one for another."""
+    assert judge is not None
+    return (
+        create_scorer(id="half-sneaky", judge={"model": judge})
+        .analyze(
+            description="verdict",
+            create_prompt=lambda ctx: f"Judge: {ctx.run.output}",
+            output_schema=StrictnessOptions,
+        )
+        .generate_score(description="score", create_prompt=lambda ctx: "Score it", judge={"model": "openai/gpt-4o"})
+    )

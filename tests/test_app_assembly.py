@@ -1,0 +1,174 @@
+"""One assembly: scorers call only declared judges, through their gates; kinds and options from the registry."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from exporters.prometheus import SidecarMetrics
+from sidecar.app.assembly import assemble
+from sidecar.core import ScorerRunRequest, SpanTarget
+from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.settings import SettingsError, load_eval_settings, load_settings
+from sidecar.scorers.registry import kinds_table
+from sidecar.scoring import AgentRunInput
+from sidecar.scoring.agent import assistant_message
+from sidecar.testing.judge_server import JudgeServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # so that `python: tests.support...` imports
+        timeout=120,
+        check=False,
+    )
+
+
+def config(judge_url: str, scorer: str, *, judge_extra: str = "") -> str:
+    """A configuration whose only scorer (``scorer``: YAML list item text) starts on line 9."""
+    head = (
+        "kafka:\n"
+        "  bootstrap_servers: localhost:9092\n"
+        "judges:\n"
+        "  default:\n"
+        "    model: openai/gpt-4o-mini\n"
+        f"    api_base: {judge_url}\n"
+        f"    api_key: sk-assembly-test{judge_extra}\n"
+        "scorers:\n"
+    )
+    return head + textwrap.indent(scorer, "  ")
+
+
+@pytest.mark.parametrize(
+    ("factory", "options", "expected"),
+    [
+        # Another model altogether.
+        (
+            "create_sneaky_scorer",
+            "{}",
+            "step generate_score calls judge model 'openai/gpt-4o', which is not a declared judge "
+            "(declared judges: default = openai/gpt-4o-mini)",
+        ),
+        # The declared model, but without the declared judge's endpoint and key: another client, ungated.
+        (
+            "create_sneaky_scorer",
+            "{model: openai/gpt-4o-mini}",
+            "same model as judges.default but different api_base, api_key",
+        ),
+        # One step on the declared judge, the other not: the step is named.
+        ("create_half_sneaky_scorer", "{}", "step generate_score calls judge model 'openai/gpt-4o'"),
+    ],
+)
+def test_a_scorer_calling_an_undeclared_judge_fails_validate_with_its_key_and_line(
+    tmp_path: Path, factory: str, options: str, expected: str
+) -> None:
+    scorer = (
+        f"- id: sneaky\n  kind: 'python: tests.support.custom_scorer:{factory}'\n  judge: default\n"
+        f"  options: {options}\n"
+    )
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(config("http://judge.internal/v1", scorer))
+    done = validate(path)
+    assert done.returncode == 2, done.stdout
+    assert "scorers[0].kind (line 10): " in done.stderr and expected in done.stderr, done.stderr
+    assert "sk-assembly-test" not in done.stderr
+
+
+def test_validate_accepts_an_eval_configuration(tmp_path: Path) -> None:
+    done = validate(ROOT / "examples" / "eval.yaml")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "config OK for eval: 2 scorers (prompt-alignment, similarity), 1 judges (default); "
+        "no kafka section, which `run` needs"
+    )
+    # The same file is not a live configuration: `run` says what is missing, with no fake Kafka block.
+    with pytest.raises(SettingsError) as caught:
+        load_settings(ROOT / "examples" / "eval.yaml")
+    assert [str(p) for p in caught.value.problems] == ["kafka: required key is missing"]
+
+
+def test_an_option_typo_gets_did_you_mean_with_its_line() -> None:
+    text = config(
+        "http://judge.internal/v1",
+        "- id: pa\n  kind: prompt-alignment\n  judge: default\n  options:\n    evaluation_mod: user\n",
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings(text)
+    [problem] = caught.value.problems
+    assert (problem.path, problem.line) == ("scorers[0].options.evaluation_mod", 13)
+    assert "unknown option of kind 'prompt-alignment' (did you mean 'evaluation_mode'?" in problem.message
+    # Mastra's camelCase spelling is accepted too.
+    ok = config(
+        "http://judge.internal/v1",
+        "- id: pa\n  kind: prompt-alignment\n  judge: default\n  options: {evaluationMode: user}\n",
+    )
+    assert load_settings(ok).scorers[0].options == {"evaluationMode": "user"}
+
+
+def test_a_python_factory_declared_as_a_kind_gets_its_options_checked() -> None:
+    text = config(
+        "http://judge.internal/v1",
+        "- id: strict\n  kind: 'python: tests.support.custom_scorer:create_strictness_scorer'\n"
+        "  judge: default\n  options: {threshhold: 0.9}\n",
+    )
+    settings = load_eval_settings(text)
+    with pytest.raises(SettingsError) as caught:
+        assemble(settings)
+    [problem] = caught.value.problems
+    assert problem.path == "scorers[0].kind" and problem.line == 10
+    assert "options of tests.support.custom_scorer:create_strictness_scorer ('test-strictness')" in problem.message
+    assert "threshhold" in problem.message
+
+
+async def test_a_python_scorer_cannot_step_around_its_judges_spend_cap(judge_server: JudgeServer) -> None:
+    """A user's scorer on the declared judge: every call goes through that judge's gate, so a spend cap of
+    ~0 admits at most the first call; the others are shed and counted, not sent."""
+    text = config(
+        judge_server.url,
+        "- id: strict\n  kind: 'python: tests.support.custom_scorer:create_strictness_scorer'\n  judge: default\n",
+        judge_extra="\n    spend_cap_usd_per_hour: 0.000000001",
+    )
+    settings = load_eval_settings(text)
+    metrics = SidecarMetrics()
+    assembly = assemble(settings, metrics=metrics)
+    [configured] = assembly.scorers
+    judge = assembly.judges["default"]
+    assert set(configured.scorer.clients.values()) == {judge.client}  # type: ignore[union-attr]
+    assert judge.client.gate is judge.gate
+
+    def request(i: int) -> ScorerRunRequest:
+        target = SpanTarget(trace_id=f"{i:032x}", span_id=f"{i:016x}")
+        return ScorerRunRequest(target=target, input=AgentRunInput(), output=(assistant_message(f"answer {i}"),))
+
+    attempts = await asyncio.gather(*(attempt_scorer(configured.scorer, request(i), timeout_s=10) for i in range(10)))
+    await assembly.aclose()
+    shed = [a for a in attempts if a.shed_reason == "spend_cap"]
+    sent = len(judge_server.requests)
+    assert sent <= 1 and len(shed) == 10 - sent
+    assert judge.gate.shed["spend_cap"] == len(shed)
+    calls = metrics.registry.get_sample_value(
+        "scoring_sidecar_judge_calls_total", {"judge_model": "openai/gpt-4o-mini", "outcome": "ok"}
+    )
+    assert calls == sent  # the call that went out was counted, by the judge's own client
+
+
+def test_the_docs_list_every_prebuilt_kind_as_the_registry_declares_it() -> None:
+    page = (ROOT / "docs" / "scorers.md").read_text()
+    table = page.split("<!-- kinds:begin (generated by `scoring-sidecar kinds`) -->\n", 1)[1].split("\n<!-- kinds:end")[
+        0
+    ]
+    assert table == kinds_table(), "regenerate the table in docs/scorers.md with `scoring-sidecar kinds`"
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "kinds"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.startswith(kinds_table())
