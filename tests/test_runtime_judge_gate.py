@@ -539,3 +539,21 @@ async def test_calls_in_flight_count_against_the_spend_cap(
     assert gate.shed["spend_cap"] == len(shed)
     assert gate.spent_usd <= 3 * COST_PER_CALL + 1e-12  # admitted on estimates, charged on actual usage
     assert gate.in_flight == 0
+
+
+async def test_a_cancelled_queued_call_gives_its_turn_to_the_next(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    judge_server.reset(lambda body: Reply(delay_s=0.1))
+    model, gate = gated(judge_server, request, GateConfig(max_concurrency=1))
+    first = asyncio.ensure_future(run(model))
+    await until(lambda: gate.in_flight == 1)
+    queued = [asyncio.ensure_future(run(model)) for _ in range(3)]
+    await asyncio.sleep(0.02)
+    queued[1].cancel()  # leaves the queue without ever holding the slot
+    results = await asyncio.gather(first, queued[0], queued[2])
+    with pytest.raises(asyncio.CancelledError):
+        await queued[1]
+    assert [r.score for r in results] == [1.0] * 3
+    assert len(judge_server.requests) == 3 and gate.in_flight == 0
+    assert (await run(model)).score == 1.0  # the one slot is free again, not lost or doubled

@@ -50,7 +50,7 @@ from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.scoring.judge.client import CallGate
+from sidecar.scoring.judge.client import MUST_WAIT, CallGate
 from sidecar.scoring.judge.errors import (
     AuthenticationError,
     JudgeUnavailableError,
@@ -133,9 +133,55 @@ class _TokenBucket:
         self.level -= n
         return wait
 
+    def try_take(self, n: float) -> bool:
+        """Take ``n`` tokens if they are there now (no debt, no wait)."""
+        self._refill()
+        if self.level < min(n, self.capacity):
+            return False
+        self.level -= n
+        return True
+
     def refund(self, n: float) -> None:
         self._refill()
         self.level = min(self.capacity, self.level + n)
+
+
+class _Slots:
+    """At most ``n`` calls in flight; the others queue in arrival order. A free slot is taken synchronously
+    (``try_take``), so an uncontended call pays no await and no timer."""
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a slot just as it was cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to the next in line
+                return
+        self.free += 1
 
 
 @dataclass(slots=True)
@@ -171,7 +217,7 @@ class JudgeGate(CallGate):
         self._sleep = sleep
         cfg = self.config
         self.max_hold_s = cfg.max_hold_s
-        self._slots = asyncio.Semaphore(cfg.max_concurrency)
+        self._slots = _Slots(cfg.max_concurrency)
         self._rpm = _TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
         self._tpm = _TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
         self._state: GateState = "closed"
@@ -249,6 +295,28 @@ class JudgeGate(CallGate):
             del self._holds[hold]
             self._notify(self._on_hold, self.name, self._clock() - started)
 
+    def admit_now(self, request: ChatRequest | None = None) -> object:
+        if self._state != "closed" or self._holds:
+            return MUST_WAIT  # only a closed gate with nobody held admits without waiting
+        estimate: JudgeUsage | None = None
+        if self._tpm is not None or self.config.spend_cap_usd is not None:
+            estimate = self._estimated_usage(request)
+        if self._check(claim=False)[0] is not None or not self._slots.try_take():
+            return MUST_WAIT
+        permit = _Permit()
+        if self._rpm is not None and not self._rpm.try_take(1):
+            self._slots.give()
+            return MUST_WAIT
+        if self._tpm is not None and estimate is not None:
+            tokens = float((estimate.input_tokens or 0) + (estimate.output_tokens or 0))
+            if not self._tpm.try_take(tokens):
+                self._return_reservations(permit)
+                return MUST_WAIT
+            permit.tokens = tokens
+        self._reserve_spend(permit, estimate)
+        self.in_flight += 1
+        return permit
+
     async def acquire(self, request: ChatRequest | None = None) -> object:
         estimate: JudgeUsage | None = None
         if self._tpm is not None or self.config.spend_cap_usd is not None:
@@ -298,7 +366,7 @@ class JudgeGate(CallGate):
     async def _admit(self, estimate: JudgeUsage | None) -> _Permit | None:
         """Take a slot, rate-limit tokens and (when due) the probe; ``None`` when the judge became
         unavailable meanwhile (everything taken is given back)."""
-        await self._slots.acquire()
+        await self._slots.take()
         permit = _Permit()
         try:
             wait = self._rpm.reserve(1) if self._rpm is not None else 0.0
@@ -315,14 +383,17 @@ class JudgeGate(CallGate):
         if reason is not None:
             self._return_reservations(permit)
             return None
-        if self.config.spend_cap_usd is not None and estimate is not None:
-            permit.cost_usd = estimate_cost_usd(self.name, estimate) or 0.0
-            self._reserved_usd += permit.cost_usd
+        self._reserve_spend(permit, estimate)
         self.in_flight += 1
         return permit
 
+    def _reserve_spend(self, permit: _Permit, estimate: JudgeUsage | None) -> None:
+        if self.config.spend_cap_usd is not None and estimate is not None:
+            permit.cost_usd = estimate_cost_usd(self.name, estimate) or 0.0
+            self._reserved_usd += permit.cost_usd
+
     def _return_reservations(self, permit: _Permit) -> None:
-        self._slots.release()
+        self._slots.give()
         if self._rpm is not None:
             self._rpm.refund(1)
         if self._tpm is not None and permit.tokens:
@@ -365,7 +436,7 @@ class JudgeGate(CallGate):
             return None
         permit.done = True
         self.in_flight -= 1
-        self._slots.release()
+        self._slots.give()
         self._unreserve(permit)
         return permit
 

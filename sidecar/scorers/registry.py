@@ -1,8 +1,9 @@
 """Scorer kinds, declared once: what ``kind: <name>`` in a configuration builds.
 
 Each prebuilt scorer module registers its kind with ``@scorer_kind(...)`` next to its factory (a user's
-``python:`` factory may too, to have its options validated by its own model): the name users write, the options model (validated with the kind's own model, so a typo inside ``options:`` is
-reported like any other key, with "did you mean"), whether it needs a judge, whether it can score live
+``python:`` factory may too, to have its options validated by its own model): the name users write, the
+options model (validated with the kind's own model, so a typo inside ``options:`` is reported like any
+other key, with "did you mean"), whether it needs a judge, whether it can score live
 traffic or only ``eval`` datasets, and a one-line description. Settings validation, ``validate``,
 ``eval``, the scorer factory and the docs' list of kinds all read this registry.
 """

@@ -42,6 +42,7 @@ from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse, Transport
 from sidecar.scoring.types import JudgeCall
 
 __all__ = [
+    "MUST_WAIT",
     "CallGate",
     "CallResult",
     "JudgeCallObserver",
@@ -59,6 +60,10 @@ class CallResult:
     error: JudgeError | None  # the provider's, the gate's, or ``accept``'s format error
     calls: tuple[JudgeCall, ...]
     value: Any = None  # what ``accept`` made of the response
+
+
+# What ``CallGate.admit_now`` returns when the call cannot go at once (it must ``await acquire``).
+MUST_WAIT: object = object()
 
 
 class JudgeCallObserver(Protocol):
@@ -80,6 +85,11 @@ class CallGate:
     # Longest time a call may be held through an outage before it fails; None: as long as it lasts. The
     # default gate knows nothing of the judge's health and cannot hold.
     max_hold_s: float | None = 0.0
+
+    def admit_now(self, request: ChatRequest | None = None) -> object:
+        """A permit when the call may go at once (the common case, with no timer and no await), else
+        ``MUST_WAIT``: then the caller awaits ``acquire``."""
+        return None
 
     async def acquire(self, request: ChatRequest | None = None) -> object:
         return None
@@ -149,19 +159,23 @@ class JudgeClient:
         call an ``invalid_output`` (the judge answered, with nothing usable), returned as the error.
         """
         model = self.model
+        if request.timeout_s != model.timeout_s:
+            request = dataclasses.replace(request, timeout_s=model.timeout_s)
         calls: list[JudgeCall] = []
         retry_index = own_retries = 0
         own_s = held_s = 0.0
         while True:
-            with deadline_paused():
-                try:
-                    permit = await self.gate.acquire(request)
-                except ProviderError as refused:  # no call happened: nothing to record or release
-                    return CallResult(None, refused, tuple(calls))
+            permit = self.gate.admit_now(request)
+            if permit is MUST_WAIT:
+                with deadline_paused():
+                    try:
+                        permit = await self.gate.acquire(request)
+                    except ProviderError as refused:  # no call happened: nothing to record or release
+                        return CallResult(None, refused, tuple(calls))
             mark = self.gate.mark()
             started = time.perf_counter()
             try:
-                response = await self.transport.complete(dataclasses.replace(request, timeout_s=model.timeout_s))
+                response = await self.transport.complete(request)
             except ProviderError as error:
                 duration = time.perf_counter() - started
                 failed = self._ended(request, permit, _failed_call(error, duration))

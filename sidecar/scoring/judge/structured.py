@@ -184,7 +184,7 @@ async def execute_prompt_step(
     ) -> CallResult:
         nonlocal attempts
         attempts += 1
-        request = ChatRequest(_messages(judge, text), response_format, scorer=scorer_id, step=step)
+        request = ChatRequest(_messages(judge, text), response_format, model.timeout_s, scorer_id, step)
         result = await client.call(request, accept)
         calls.extend(result.calls)
         if result.response is not None:
