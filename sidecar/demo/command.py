@@ -18,7 +18,7 @@ import yaml
 
 from sidecar.demo.summary import DemoSummary, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
-from sidecar.embedded.heuristic_judge import STAND_IN_NOTICE, heuristic_reply
+from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
 from sidecar.runtime.settings import Settings, load_settings
 from sidecar.testing.judge_server import JudgeServer
@@ -32,7 +32,6 @@ __all__ = [
     "wants_real_judge",
 ]
 
-STAND_IN_MODEL = "openai/stand-in-heuristic"
 DEFAULT_REAL_JUDGE = "openai/gpt-4o-mini"
 SPANS_TOPIC = "otlp_spans"
 SCORES_TOPIC = "agent_scores"

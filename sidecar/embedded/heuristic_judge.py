@@ -13,8 +13,10 @@ from typing import Any
 
 from sidecar.testing.judge_server import Reply
 
-__all__ = ["STAND_IN_NOTICE", "heuristic_reply"]
+__all__ = ["STAND_IN_MODEL", "STAND_IN_NOTICE", "heuristic_reply"]
 
+# The model name judges are configured with when they point at this stand-in (demo and eval alike).
+STAND_IN_MODEL = "openai/stand-in-heuristic"
 STAND_IN_NOTICE = (
     "judge: local stand-in (keyword-overlap heuristic, not a language model); "
     "pass --judge-model and an API key to judge with a real model"

@@ -118,7 +118,7 @@ async def run_eval(
 
 def stand_in_settings(settings: EvalSettings, url: str) -> EvalSettings:
     """Every judge pointed at the local stand-in judge server (keyword heuristic, not a language model)."""
-    from sidecar.demo import STAND_IN_MODEL
+    from sidecar.embedded.heuristic_judge import STAND_IN_MODEL
 
     judges = {
         name: judge.model_copy(
