@@ -5,6 +5,11 @@ becomes a task; runs finish out of order. A checkpoint (every ``commit_interval_
 shutdown) computes what is committable *first*, then flushes every sink, then commits: whatever was
 done before the checkpoint started was submitted before the flush, so it is exported when the flush
 succeeds (at-least-once; score ids are deterministic, so redelivery is harmless).
+
+A stop is bounded by ``shutdown_timeout_s`` from the moment it is asked for, whatever the group or the
+broker is doing: intake ends, runs drain, the final checkpoint flushes and commits, then the consumer
+leaves its group while the producer and the sinks close. What does not finish in time is given up and
+logged; uncommitted records are redelivered (docs/worker-lifecycle.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.offsets import OffsetTracker
 from sidecar.scoring import Scorer
 
-__all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService"]
+__all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService", "closing_reserve"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,17 @@ log = logging.getLogger(__name__)
 _INGEST_SLICE_S = 0.005
 
 _INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content")
+
+# Intake notices a stop between two polls (``poll_timeout_ms``); one waiting on a sink with no room or on
+# an unreachable broker (a dead letter) is cancelled after this long: its record was not done, so it is
+# redelivered.
+_INTAKE_STOP_S = 1.0
+
+
+def closing_reserve(shutdown_timeout_s: float) -> float:
+    """The part of the stop budget kept for the final checkpoint and the closing steps (leave the group,
+    close the producer and the sinks), however long the drain took: a quarter, at most 5 s."""
+    return min(5.0, shutdown_timeout_s / 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +90,38 @@ class _Pending:
     runs_left: int
     size: int
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class _StopClock:
+    """When the stop was asked for (the moment ``stop`` was set, noticed within a loop turn), and how much
+    of the budget is left."""
+
+    def __init__(self, stop: asyncio.Event, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.started: float | None = None
+        self.asked = False  # the stop was asked for (else an error ended the service)
+        self._watch: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        self._watch.add_done_callback(self._stop_asked)
+
+    def _stop_asked(self, watch: asyncio.Future[Any]) -> None:
+        if not watch.cancelled():
+            self.asked = True
+            self.start()
+
+    def start(self) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
+
+    def left(self) -> float:
+        self.start()  # a stop not asked for (an error ends the service): the budget starts now
+        assert self.started is not None
+        return self.started + self.budget_s - time.monotonic()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.started is None else time.monotonic() - self.started
+
+    def close(self) -> None:
+        self._watch.cancel()
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -132,6 +180,9 @@ class ScoringService:
         self._checkpoints: Checkpoint[TopicPartition] | None = None  # once the consumer exists
         self.ready = False  # the consumer joined its group and polled
         self.stopped = asyncio.Event()
+        # What the service is doing, for a watchdog's overrun line (read from another thread).
+        self.stop_phase = "not started"
+        self._given_up: list[str] = []  # what the stop could not do in time
 
     def readiness(self) -> tuple[bool, str]:
         """``/readyz``: the group is joined, every exporter confirms its exports (a sink whose last
@@ -149,9 +200,12 @@ class ScoringService:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until ``stop`` is set, then drain (bounded), flush, commit and return."""
-        for sink in self._sinks:
-            await sink.start()
+        """Consume until ``stop`` is set, then drain, flush, commit and leave the group, returning within
+        ``shutdown_timeout_s`` of the stop whatever the group or the broker is doing."""
+        clock = _StopClock(stop, self._limits.shutdown_timeout_s)
+        reserve = closing_reserve(self._limits.shutdown_timeout_s)
+        self._given_up = []
+        self.stop_phase = "starting"
         producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", **self._producer_options)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
@@ -160,29 +214,28 @@ class ScoringService:
         )
         self._consumer = consumer
         self._checkpoints = Checkpoint(self._tracker, self._sinks, consumer, self._observer)
-        await producer.start()
-        publisher = DeadLetterPublisher(producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding)
         committer: asyncio.Task[None] | None = None
         try:
+            for sink in self._sinks:
+                await sink.start()
+            await producer.start()
+            publisher = DeadLetterPublisher(producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding)
             await consumer.start()
             consumer.subscribe(self._topics, listener=_Rebalance(self))
             committer = asyncio.create_task(self._commit_loop(stop), name="checkpoints")
-            await self._consume(consumer, publisher, stop)
-            await self._drain(self._limits.shutdown_timeout_s)
-            await self._checkpoint(timeout_s=self._limits.flush_timeout_s)
+            self.stop_phase = "consuming"
+            await self._intake_until(stop, consumer, publisher)
+            await self._drain(clock.left() - reserve)
+            await _cancel(committer)  # it may hold the checkpoint lock, waiting on a commit that hangs
+            await self._final_checkpoint(min(self._limits.flush_timeout_s, clock.left() - reserve / 2))
         finally:
             self.ready = False
             if committer is not None:
-                committer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await committer
-            for task in list(self._tasks):
-                task.cancel()
-            await consumer.stop()
-            await producer.stop()
-            for sink in self._sinks:
-                with contextlib.suppress(Exception):
-                    await sink.close()
+                await _cancel(committer)
+            self._abandon_runs()
+            await self._close(consumer, producer, clock)
+            clock.close()
+            self._log_stop(clock)
             self.stopped.set()
 
     async def _consume(self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, stop: asyncio.Event) -> None:
@@ -380,9 +433,111 @@ class ScoringService:
                 self._observer.consumer_lag(tp.topic, tp.partition, highwater - committed)
 
     async def _drain(self, timeout_s: float) -> None:
-        if self._tasks:
-            log.info("draining %d runs (up to %ss)", len(self._tasks), timeout_s)
+        if not self._tasks:
+            return
+        self.stop_phase = f"draining {len(self._tasks)} runs"
+        log.info("draining %d runs (up to %.1fs)", len(self._tasks), max(timeout_s, 0.0))
+        if timeout_s > 0:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        left = sum(1 for task in self._tasks if not task.done())
+        if left:
+            self._given_up.append(
+                f"{left} runs were still in flight after the drain ({max(timeout_s, 0.0):.1f} s; waiting for a "
+                "judge or an exporter, or slow): abandoned, their records are not committed"
+            )
+
+    def _abandon_runs(self) -> None:
+        """Cancel the runs still in flight (held by a judge, or slow). Their records are forgotten first, as
+        on a revoke, so that a cancelled run never completes its record: a checkpoint that still happens
+        (a rebalance while the consumer leaves) cannot commit it."""
+        for key in list(self._pending):
+            pending = self._pending.pop(key)
+            self._buffered_bytes -= pending.size
+            for task in pending.tasks:
+                task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _intake_until(
+        self, stop: asyncio.Event, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher
+    ) -> None:
+        """Run intake until ``stop``; intake that does not notice the stop within ``_INTAKE_STOP_S`` (waiting
+        on a sink with no room, or on the broker for a dead letter) is cancelled."""
+        intake = asyncio.create_task(self._consume(consumer, publisher, stop), name="intake")
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({intake, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not intake.done():
+                await asyncio.wait({intake}, timeout=_INTAKE_STOP_S)
+        finally:
+            stopped.cancel()
+            abandoned = not intake.done()
+            if abandoned:
+                await _cancel(intake)
+        if abandoned:
+            self._given_up.append(f"intake did not stop within {_INTAKE_STOP_S:g} s and was cancelled")
+            return
+        intake.result()  # raises what ended intake, if it failed
+
+    async def _final_checkpoint(self, timeout_s: float) -> None:
+        self.stop_phase = "final checkpoint: flushing the exporters and committing offsets"
+        if timeout_s <= 0:
+            self._given_up.append("no time was left for the final commit")
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                committed = await self._checkpoint(timeout_s=timeout_s)
+        except TimeoutError:
+            self._given_up.append(f"the final commit did not finish within {timeout_s:.1f} s")
+            return
+        except Exception as exc:  # the commit of a consumer kicked out by a rebalance, a broker error
+            self._given_up.append(f"the final commit failed ({type(exc).__name__}: {exc})")
+            return
+        if not committed:
+            self._given_up.append("the final commit was not made (an exporter did not confirm, or the commit failed)")
+
+    async def _close(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer, clock: _StopClock) -> None:
+        """Leave the group, stop the dead-letter producer and close the sinks, side by side, within what is
+        left of the budget; what is still running then is cancelled (and named in the stop's summary)."""
+        steps: dict[asyncio.Future[None], str] = {
+            asyncio.ensure_future(consumer.stop()): "leaving the consumer group",
+            asyncio.ensure_future(producer.stop()): "stopping the dead-letter producer",
+        }
+        for sink in self._sinks:
+            steps[asyncio.ensure_future(sink.close())] = f"closing exporter {sink.name}"
+        self.stop_phase = "closing: " + ", ".join(steps.values())
+        _, pending = await asyncio.wait(steps, timeout=max(clock.left(), 0.05))
+        for step in steps:
+            if step.done() and not step.cancelled() and step.exception() is not None:
+                log.warning("stop: %s failed: %r", steps[step], step.exception())
+        if pending:
+            waited = clock.elapsed()
+            for step in pending:
+                self._given_up.append(f"{steps[step]} did not finish within the budget ({waited:.1f} s)")
+                step.cancel()
+            await asyncio.wait(pending, timeout=0.5)
+
+    def _log_stop(self, clock: _StopClock) -> None:
+        self.stop_phase = "stopped"
+        took, budget = clock.elapsed(), clock.budget_s
+        if not clock.asked and not self._given_up:
+            return  # an error ended the service: it says so itself
+        if not self._given_up:
+            log.info("stop: done in %.1f s of %g s: drained, committed, consumer closed", took, budget)
+            return
+        for item in self._given_up:
+            log.warning("stop: %s", item)
+        left_group = not any(item.startswith("leaving the consumer group") for item in self._given_up)
+        log.warning(
+            "stop: done in %.1f s of %g s (runtime.shutdown_timeout_s) with work given up: records after the "
+            "last commit are redelivered%s",
+            took,
+            budget,
+            ""
+            if left_group
+            else "; this member did not leave its group (the group is rebalancing or the broker does not "
+            "answer): the broker reassigns its partitions after kafka.session_timeout_ms",
+        )
 
     # -- rebalances -----------------------------------------------------------------------------------
     async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
@@ -413,3 +568,12 @@ class ScoringService:
         self._assigned.update(assigned)
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
+
+
+async def _cancel(task: asyncio.Future[None], timeout_s: float = 1.0) -> None:
+    """Cancel ``task`` and wait (bounded) for it to end; its outcome is dropped, the caller's own
+    cancellation is not."""
+    task.cancel()
+    await asyncio.wait({task}, timeout=timeout_s)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved: a failure while cancelling is not worth a "never retrieved" warning
