@@ -149,11 +149,15 @@ def _worker_position(value: str) -> tuple[int, int]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration.
+    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration, 3: the
+    stop overran ``runtime.shutdown_timeout_s`` (ended by its watchdog, or a worker killed by its supervisor).
 
     With more than one worker this process supervises worker processes (``sidecar.app.supervisor``);
     each worker is this same command with ``--worker INDEX/COUNT``.
     """
+    # A worker's parent is its supervisor: noted before anything slow (a supervisor already gone by then
+    # closed the worker's stdin too, which the worker reads as soon as it runs).
+    supervisor_pid = os.getppid() if args.worker is not None else None
     import logging
     from pathlib import Path
 
@@ -176,7 +180,7 @@ def _run(args: argparse.Namespace) -> int:
 
         index, count = _worker_position(args.worker)
         settings = settings_for_worker(settings, index, count)
-        who = f"worker={index} "
+        who = f"worker={index} pid=%(process)d "
     logging.basicConfig(
         level=settings.log_level.upper(),
         format=f"%(asctime)s %(levelname)s {who}%(name)s %(message)s",
@@ -193,7 +197,7 @@ def _run(args: argparse.Namespace) -> int:
         return supervise(settings, Path(args.config))
     from sidecar.app.serve import serve
 
-    return serve(settings, metrics_socket=args.metrics_socket, stop_with_parent=args.worker is not None)
+    return serve(settings, metrics_socket=args.metrics_socket, supervisor_pid=supervisor_pid)
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``scoring-sidecar run``: the service assembled from settings, its metrics served, a clean stop on SIGTERM."""
+"""``scoring-sidecar run``: the service assembled from settings, its metrics served, a clean stop on SIGTERM
+within ``runtime.shutdown_timeout_s`` (kept by a watchdog thread, ``sidecar.app.lifecycle``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
+from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.service import RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
@@ -39,12 +41,14 @@ async def run_service(
     metrics: SidecarMetrics | None = None,
     metrics_socket: str | None = None,
     observers: Sequence[ServiceObserver] = (),
+    watchdog: StopWatchdog | None = None,
 ) -> None:
-    """Run until ``stop`` is set; returns after draining, flushing and committing.
+    """Run until ``stop`` is set; returns after draining, flushing, committing and leaving the group, within
+    ``runtime.shutdown_timeout_s`` of the stop.
 
     ``metrics_socket``: serve ``/metrics``, ``/healthz`` and ``/readyz`` on this Unix socket instead of the
     configured host and port (a worker process, read by its supervisor). ``observers`` listen to the
-    service beside the metrics (the demo's summary).
+    service beside the metrics (the demo's summary). ``watchdog``: told what the service is doing.
     """
     assembly = assemble(settings, metrics=metrics or SidecarMetrics(), observers=observers, sinks=True)
     kafka = settings.kafka
@@ -71,11 +75,16 @@ async def run_service(
         readiness_checks=(assembly.judges_holding,),
     )
     _resume_judges_on(signal.SIGUSR1, assembly)
+    if watchdog is not None:
+        watchdog.phase_source = lambda: service.stop_phase
     server = await _metrics_server(settings, assembly, service, metrics_socket)
     tune_gc()
     try:
         await service.run(stop)
     finally:
+        if watchdog is not None:
+            watchdog.phase_source = None
+            watchdog.phase = "closing the metrics server and the judge clients"
         if server is not None:
             await server.stop()
         await assembly.aclose()
@@ -108,9 +117,10 @@ def _resume_judges_on(signum: signal.Signals, assembly: Assembly) -> None:
         asyncio.get_running_loop().add_signal_handler(signum, resume)
 
 
-def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, watchdog: StopWatchdog) -> None:
     """A worker's stdin is a pipe its supervisor never writes: end of file means the supervisor is gone
-    (even killed with SIGKILL), and the worker stops as on SIGTERM instead of living on as an orphan."""
+    (even killed with SIGKILL), and the worker stops as on SIGTERM instead of living on as an orphan. The
+    watchdog's thread notices the same by polling the parent pid, when this loop cannot."""
     fd = sys.stdin.fileno()
 
     def readable() -> None:
@@ -122,10 +132,14 @@ def _stop_when_parent_exits(loop: asyncio.AbstractEventLoop, stop: asyncio.Event
             data = b""
         if not data:
             loop.remove_reader(fd)
-            log.warning("the supervisor is gone: stopping")
-            stop.set()
+            watchdog.supervisor_gone("its stdin pipe closed")
 
     loop.add_reader(fd, readable)
+
+
+async def _arm_when_stopping(stop: asyncio.Event, watchdog: StopWatchdog) -> None:
+    await stop.wait()
+    watchdog.arm("the stop was asked for")
 
 
 def serve(
@@ -133,25 +147,37 @@ def serve(
     *,
     signals: Sequence[signal.Signals] = DEFAULT_STOP_SIGNALS,
     metrics_socket: str | None = None,
-    stop_with_parent: bool = False,
+    supervisor_pid: int | None = None,
 ) -> int:
-    """Blocking entry point: SIGTERM/SIGINT stop fetching, drain, flush, commit, exit 0.
+    """Blocking entry point: SIGTERM/SIGINT stop fetching, drain, flush, commit, leave the group, exit 0,
+    within ``runtime.shutdown_timeout_s``; a stop that overruns it (+ ``STOP_GRACE_S``) is ended by the
+    watchdog with ``EXIT_STOP_OVERRUN`` (3).
 
-    A worker process (``metrics_socket`` set by its supervisor) also stops when its supervisor exits.
+    A worker process (``supervisor_pid``: its supervisor) also stops when its supervisor exits.
     """
+    watchdog = StopWatchdog(settings.runtime.shutdown_timeout_s, parent_pid=supervisor_pid)
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         stop = stop_on_signals(signals)
-        if stop_with_parent:
-            _stop_when_parent_exits(asyncio.get_running_loop(), stop)
+        watchdog.on_parent_gone = lambda: loop.call_soon_threadsafe(stop.set)
+        if supervisor_pid is not None:
+            _stop_when_parent_exits(loop, watchdog)
+        arming = asyncio.create_task(_arm_when_stopping(stop, watchdog))
+        watchdog.start()
         log.info(
             "scoring-sidecar starting: topics=%s group=%s scorers=%s",
             ",".join(settings.kafka.topics),
             settings.kafka.group_id,
             ",".join(s.id for s in settings.scorers),
         )
-        await run_service(settings, stop, metrics_socket=metrics_socket)
-        log.info("scoring-sidecar stopped cleanly")
+        try:
+            await run_service(settings, stop, metrics_socket=metrics_socket, watchdog=watchdog)
+        finally:
+            arming.cancel()
+            watchdog.arm("the service ended")  # an error too: exiting the interpreter is bounded as well
+            watchdog.phase = "exiting (waiting for the interpreter's threads)"
+        log.info("scoring-sidecar stopped")
 
     asyncio.run(main())
     return 0
