@@ -9,8 +9,12 @@ The supervisor owns what the pod shows the outside: ``/metrics`` (every worker's
 ``worker`` label, see ``exporters.worker_metrics``), ``/healthz`` and ``/readyz`` (ready when every
 worker is). It restarts a worker that exits on its own (a restarted worker resumes from the group's
 committed offsets), gives up on a crash loop (exit 1: the orchestrator restarts the pod), and on
-SIGTERM stops every worker the usual way (drain, flush, commit) before it exits. Workers watch their
-stdin pipe, so a supervisor killed with SIGKILL takes no orphan consumer with it.
+SIGTERM stops every worker the usual way (drain, flush, commit, leave the group) within
+``runtime.shutdown_timeout_s``: a worker still running ``STOP_GRACE_S`` + ``KILL_MARGIN_S`` later is
+killed with SIGKILL, and the supervisor then exits with ``EXIT_STOP_OVERRUN`` (3). Workers watch their
+stdin pipe and their parent pid (``sidecar.app.lifecycle``), so a supervisor killed with SIGKILL takes
+no orphan consumer with it: each stops within its own deadline. docs/worker-lifecycle.md has the whole
+picture.
 """
 
 from __future__ import annotations
@@ -33,15 +37,19 @@ import aiohttp
 
 from exporters.http_server import MetricsServer, ReadinessResult
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
+from sidecar.app.lifecycle import EXIT_STOP_OVERRUN, STOP_GRACE_S
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 
-__all__ = ["RestartPolicy", "Supervisor", "limits_below_worker_count", "supervise"]
+__all__ = ["KILL_MARGIN_S", "RestartPolicy", "Supervisor", "limits_below_worker_count", "supervise"]
 
 log = logging.getLogger(__name__)
 
 _OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 _EXIT_INVALID_CONFIG = 2
+# Past a worker's own deadline (shutdown_timeout_s + STOP_GRACE_S, kept by its watchdog) the supervisor
+# kills it: the pod's stop takes at most shutdown_timeout_s + STOP_GRACE_S + KILL_MARGIN_S (+ reaping).
+KILL_MARGIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class _Worker:
         self.name = str(index)
         self.socket_path = socket_path
         self.process: asyncio.subprocess.Process | None = None
+        self.killed = False  # by the supervisor, past the stop deadline
         self.session: aiohttp.ClientSession | None = None
         self.ready: tuple[bool, str] = (False, "starting")
 
@@ -164,6 +173,7 @@ class Supervisor:
         try:
             await halt.wait()
             self._stopping = True
+            stopping = time.monotonic()
             codes = await self._stop_workers(keepers)
         finally:
             self._stopping = True
@@ -172,16 +182,38 @@ class Supervisor:
             for task in keepers:
                 task.cancel()
             await asyncio.gather(poller, *keepers, return_exceptions=True)
-            for worker in self._workers:
-                if worker.session is not None:
-                    await worker.session.close()
+            closing = [asyncio.create_task(w.session.close()) for w in self._workers if w.session is not None]
             if server is not None:
-                await server.stop()
+                closing.append(asyncio.create_task(server.stop()))
+            if closing:  # bounded: a scrape in flight must not hold the pod's stop past its deadline
+                await asyncio.wait(closing, timeout=2.0)
             shutil.rmtree(self._socket_dir, ignore_errors=True)
+        return self._exit_status(codes, time.monotonic() - stopping)
+
+    def _exit_status(self, codes: Sequence[int], took_s: float) -> int:
+        """0: every worker stopped within its deadline; 3 (EXIT_STOP_OVERRUN): one overran it (its watchdog
+        ended it, or this process killed it); 1: a crash loop, or a worker that failed while stopping."""
+        listed = ",".join(str(c) for c in codes)
+        outcomes = list(zip(self._workers, codes, strict=True))
+        overran = [w.name for w, c in outcomes if w.killed or c == EXIT_STOP_OVERRUN]
         # -SIGTERM: a worker stopped before it installed its handlers (it had consumed nothing yet).
-        clean = not self._gave_up and all(code in (0, -signal.SIGTERM) for code in codes)
-        log.info("supervisor: workers stopped (exit codes %s)", ",".join(str(c) for c in codes))
-        return 0 if clean else 1
+        failed = [w.name for w, c in outcomes if w.name not in overran and c not in (0, -signal.SIGTERM)]
+        if self._gave_up or failed:
+            log.error("supervisor: stopped in %.1f s; workers' exit codes %s: exiting with 1", took_s, listed)
+            return 1
+        if overran:
+            log.error(
+                "supervisor: stopped in %.1f s; worker %s overran its stop deadline (runtime.shutdown_timeout_s "
+                "%g s; exit codes %s): exiting with %d, their uncommitted records are redelivered",
+                took_s,
+                ",".join(overran),
+                self.settings.runtime.shutdown_timeout_s,
+                listed,
+                EXIT_STOP_OVERRUN,
+            )
+            return EXIT_STOP_OVERRUN
+        log.info("supervisor: workers stopped in %.1f s (exit codes %s)", took_s, listed)
+        return 0
 
     async def _start(self, worker: _Worker) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -247,20 +279,33 @@ class Supervisor:
             await asyncio.sleep(every_s)
 
     async def _stop_workers(self, keepers: Sequence[asyncio.Task[int]]) -> list[int]:
-        """SIGTERM every running worker (each drains, flushes and commits); SIGKILL what outlives the deadline."""
+        """SIGTERM every running worker (each drains, flushes, commits and leaves the group within
+        shutdown_timeout_s, or its watchdog ends it); SIGKILL what outlives that by KILL_MARGIN_S."""
         for worker in self._workers:
             if worker.running and worker.process is not None:
                 with contextlib.suppress(ProcessLookupError):
                     worker.process.send_signal(signal.SIGTERM)
-        deadline = self.settings.runtime.shutdown_timeout_s + 15.0
+        budget = self.settings.runtime.shutdown_timeout_s
+        deadline = budget + STOP_GRACE_S + KILL_MARGIN_S
         _, pending = await asyncio.wait(keepers, timeout=deadline)
         for worker in self._workers:
             if worker.running and worker.process is not None:
-                log.error("supervisor: worker %s did not stop in %.0f s: killing it", worker.name, deadline)
+                log.error(
+                    "supervisor: worker %s (pid %d) did not exit within %.0f s of SIGTERM (runtime.shutdown_timeout_s "
+                    "%g s + %g s): killing it with SIGKILL; its last lines (worker=%s pid=%d) say what it waited for",
+                    worker.name,
+                    worker.process.pid,
+                    deadline,
+                    budget,
+                    STOP_GRACE_S + KILL_MARGIN_S,
+                    worker.name,
+                    worker.process.pid,
+                )
+                worker.killed = True
                 with contextlib.suppress(ProcessLookupError):
                     worker.process.kill()
         if pending:
-            await asyncio.wait(pending, timeout=10.0)
+            await asyncio.wait(pending, timeout=2.0)
         return [_exit_code(task) for task in keepers]
 
 
