@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from sidecar.app.lifecycle import STOP_GRACE_S
+from sidecar.app.supervisor import KILL_MARGIN_S
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "scoring-sidecar.json"
@@ -227,6 +230,25 @@ def test_alertmanager_config_is_valid_and_routes_by_severity() -> None:
         assert route.stdout.strip() == receiver, route.stdout + route.stderr
 
 
+# A pod stops within runtime.shutdown_timeout_s + STOP_GRACE_S + KILL_MARGIN_S (+ reaping): the grace an
+# orchestrator gives it before its own SIGKILL is at least shutdown_timeout_s + 5 (docs/worker-lifecycle.md).
+STOP_MARGIN_S = 5
+
+
+def test_every_stop_grace_period_covers_the_shutdown_budget() -> None:
+    assert STOP_GRACE_S + KILL_MARGIN_S + 1 <= STOP_MARGIN_S
+    k8s_budget = load_yaml(DEPLOY / "k8s" / "base" / "sidecar.yaml")["runtime"]["shutdown_timeout_s"]
+    for directory in KUSTOMIZATIONS:
+        deployment = next(d for d in yaml.safe_load_all((directory / "deployment.yaml").read_text()) if d)
+        if deployment["metadata"]["name"] != "scoring-sidecar":  # the Collector's pod runs the scorer too
+            assert any(c["name"] == "scoring-sidecar" for c in deployment["spec"]["template"]["spec"]["containers"])
+        grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert grace >= k8s_budget + STOP_MARGIN_S, directory.name
+    compose_budget = load_yaml(COMPOSE.parent / "sidecar.yaml")["runtime"]["shutdown_timeout_s"]
+    period = load_yaml(COMPOSE)["services"]["scoring-sidecar"]["stop_grace_period"]
+    assert period.endswith("s") and int(period[:-1]) >= compose_budget + STOP_MARGIN_S
+
+
 # --- compose -----------------------------------------------------------------------------------------------
 def test_compose_mounts_builds_and_configs_exist() -> None:
     compose = load_yaml(COMPOSE)
@@ -367,4 +389,4 @@ def test_kustomize_builds_complete_manifests(directory: Path) -> None:
         assert trigger["metadata"]["topic"] in config["kafka"]["topics"]
         assert kinds["ScaledObject"]["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     grace = pod["terminationGracePeriodSeconds"]
-    assert grace > config["runtime"]["shutdown_timeout_s"]
+    assert grace >= config["runtime"]["shutdown_timeout_s"] + STOP_MARGIN_S
