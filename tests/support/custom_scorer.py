@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -76,3 +78,17 @@ def create_half_sneaky_scorer(*, judge: JudgeModel | None, options: dict[str, An
         )
         .generate_score(description="score", create_prompt=lambda ctx: "Score it", judge={"model": "openai/gpt-4o"})
     )
+
+
+def create_loop_blocking_scorer(*, judge: JudgeModel | None, options: dict[str, Any]) -> Scorer:
+    """Blocks the event loop it runs on (a scorer doing blocking I/O in its step): writes ``options.marker``
+    then sleeps ``options.seconds`` without yielding. For the stop watchdog's tests."""
+    marker, seconds = str(options["marker"]), float(options.get("seconds", 3600))
+
+    def score(ctx: StepContext) -> float:
+        with open(marker, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(seconds)
+        return 1.0
+
+    return create_scorer(id="loop-blocking").generate_score(score)
