@@ -144,6 +144,7 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
     options=ContentSimilarityOptions,
     needs_judge=False,
     description="textual similarity of the response to the request (Dice coefficient of character bigrams)",
+    needs=("input", "output"),
 )
 def _content_similarity_kind(judge: JudgeModel | None, options: ContentSimilarityOptions) -> Scorer:
     return create_content_similarity_scorer(options=options)

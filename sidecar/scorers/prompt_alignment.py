@@ -295,7 +295,9 @@ def create_prompt_alignment_scorer_llm(
     "prompt-alignment",
     options=PromptAlignmentOptions,
     needs_judge=True,
-    description="how well the response follows the user's request and the system instructions (LLM judge)",
+    description="how well the response follows the user's request and the system instructions",
+    judge_calls_per_run=2,
+    needs=("input", "output", "system"),
 )
 def _prompt_alignment_kind(judge: JudgeModel | None, options: PromptAlignmentOptions) -> Scorer:
     assert judge is not None  # the registry checks needs_judge
