@@ -172,3 +172,27 @@ def test_the_docs_list_every_prebuilt_kind_as_the_registry_declares_it() -> None
         [sys.executable, "-m", "sidecar.cli", "kinds"], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.startswith(kinds_table())
+
+
+def test_validate_estimates_judge_load_and_cost_for_a_traffic_rate() -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "sidecar.cli", "validate", "--config", str(ROOT / "examples" / "sidecar.yaml"),
+            "--traffic", "3000/min", "--call-tokens", "1000/200",
+        ],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # prompt-alignment: 2 judge calls per run, sampling 0.25 → 500 calls per 1,000 traces; at 50 traces/s and
+    # gpt-4o-mini list prices (0.15 / 0.60 USD per million tokens): 25 calls/s × 0.00027 USD × 3600.
+    row = next(line for line in lines if line.strip().startswith("prompt-alignment"))
+    assert row.split()[-4:] == ["2", "0.25", "500", "24.30"], row
+    assert "total: 25.0 judge calls/s, about 24.30 USD/hour" in done.stdout
+    assert "over its cap of 5: about 79 % of its runs would be shed" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(ROOT / "examples" / "sidecar.yaml"),
+         "--traffic", "lots"],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "write a rate such as 50/s" in bad.stderr
