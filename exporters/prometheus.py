@@ -227,6 +227,13 @@ class SidecarMetrics(ServiceObserver):
             buckets=SCORE_LATENCY_BUCKETS,
             registry=r,
         )
+        self.scorer_info = Gauge(
+            f"{p}_scorer_info",
+            "Always 1 per configured scorer: its kind and which way its score is better (higher or lower); "
+            "alert rules join on it to read a rise of a lower-is-better score as the regression.",
+            ["scorer", "kind", "direction"],
+            registry=r,
+        )
         self.runs_in_flight_gauge = Gauge(
             f"{p}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r
         )
@@ -356,6 +363,12 @@ class SidecarMetrics(ServiceObserver):
     def set_scorer_scale(self, scorer: str, scale: float) -> None:
         """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
         self._scales[scorer] = _check_scale(scale)
+
+    def register_scorer(self, scorer: str, *, kind: str, direction: str, scale: float = 1.0) -> None:
+        """A configured scorer: its info series (kind, direction) and its scale."""
+        _check(direction, ("higher", "lower"), "score direction")
+        self.set_scorer_scale(scorer, scale)
+        self.scorer_info.labels(scorer=scorer, kind=kind, direction=direction).set(1)
 
     def scale_for(self, scorer: str) -> float:
         return self._scales.get(scorer, 1.0)

@@ -23,7 +23,7 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.core import Sink
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
-from sidecar.runtime.scorer_factory import build_scorers
+from sidecar.runtime.scorer_factory import build_scorers, kind_for
 from sidecar.runtime.service import ConfiguredScorer
 from sidecar.runtime.settings import EvalSettings, JudgeSettings, Settings
 from sidecar.scoring import JudgeModel
@@ -133,8 +133,14 @@ def assemble(
         for judge in judges.values():
             metrics.register_judge(judge.model)
             metrics.track_judge_holds(judge.label, judge.gate.held_runs, judge.gate.oldest_hold_s)
-        for configured in scorers:
-            metrics.set_scorer_scale(configured.scorer.id, configured.scale)
+        for configured, scorer_settings in zip(scorers, settings.scorers, strict=True):
+            kind = kind_for(scorer_settings)
+            metrics.register_scorer(
+                configured.scorer.id,
+                kind=kind.name if kind is not None else "python",
+                direction=kind.direction if kind is not None else "higher",
+                scale=configured.scale,
+            )
         for sink in destinations:
             metrics.register_exporter(sink.name, lambda sink=sink: sink.outstanding)  # type: ignore[misc]
     return Assembly(judges, tuple(scorers), destinations, observer, metrics)
