@@ -50,6 +50,7 @@ from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sidecar.runtime.token_bucket import TokenBucket
 from sidecar.scoring.judge.client import CallGate
 from sidecar.scoring.judge.errors import (
     AuthenticationError,
@@ -111,33 +112,6 @@ class GateConfig(BaseModel):
     max_hold_s: float | None = Field(default=None, gt=0)  # None: hold as long as the judge is unavailable
 
 
-class _TokenBucket:
-    """A token bucket taken by reservation: each taker is told how long to wait for its share."""
-
-    def __init__(self, per_minute: float, burst: int | None, clock: Callable[[], float]) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = float(burst if burst is not None else max(1, math.ceil(self.rate)))
-        self.level = self.capacity
-        self._clock = clock
-        self._updated = clock()
-
-    def _refill(self) -> None:
-        now = self._clock()
-        self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
-        self._updated = now
-
-    def reserve(self, n: float) -> float:
-        """Take ``n`` tokens now (possibly into debt); return the seconds to wait before using them."""
-        self._refill()
-        wait = max(0.0, (min(n, self.capacity) - self.level) / self.rate)
-        self.level -= n
-        return wait
-
-    def refund(self, n: float) -> None:
-        self._refill()
-        self.level = min(self.capacity, self.level + n)
-
-
 @dataclass(slots=True)
 class _Permit:
     tokens: float = 0.0  # TPM reservation still held
@@ -172,8 +146,8 @@ class JudgeGate(CallGate):
         cfg = self.config
         self.max_hold_s = cfg.max_hold_s
         self._slots = asyncio.Semaphore(cfg.max_concurrency)
-        self._rpm = _TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
-        self._tpm = _TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
+        self._rpm = TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
+        self._tpm = TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
         self._state: GateState = "closed"
         self._state_since = clock()
         self._before_probe: GateState = "closed"
