@@ -15,6 +15,7 @@ from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
 from sidecar.core.observers import ServiceObserver
+from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.service import RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
@@ -69,6 +70,7 @@ async def run_service(
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
         readiness_checks=(assembly.judges_holding,),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
     )
     _resume_judges_on(signal.SIGUSR1, assembly)
     server = await _metrics_server(settings, assembly, service, metrics_socket)

@@ -25,6 +25,7 @@ from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordSource
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
+from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.offsets import OffsetTracker
@@ -102,6 +103,7 @@ class ScoringService:
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
         readiness_checks: Sequence[Callable[[], str | None]] = (),
+        agent_labels: AgentLabels | None = None,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -117,6 +119,7 @@ class ScoringService:
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
         self._readiness_checks = tuple(readiness_checks)
+        self._agent_labels = agent_labels or AgentLabels()
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._pending: dict[tuple[TopicPartition, int], _Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -324,7 +327,7 @@ class ScoringService:
         pending: _Pending,
     ) -> None:
         scorer = configured.scorer
-        agent = request.target.agent_name or "unknown"
+        agent = self._agent_labels.label(request.target.agent_name)
         try:
             attempt = await attempt_scorer(scorer, request, timeout_s=self._limits.run_timeout_s)
             shed_reason = attempt.shed_reason

@@ -384,6 +384,10 @@ class RuntimeSettings(_Frozen):
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     revoke_timeout_s: float = Field(default=5.0, gt=0)
     run_timeout_s: float = Field(default=120.0, gt=0)
+    # The `agent` label of the metrics: the first max_agent_labels agent names seen keep their own label,
+    # later ones read "other"; agent_labels are always labelled (bounded series, whatever the traces say).
+    max_agent_labels: int = Field(default=50, ge=0)
+    agent_labels: tuple[str, ...] = ()
     # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
     # spend caps and the in-flight bounds above are the pod's: workers split them.
     workers: int = Field(default=1, ge=1, le=64)
