@@ -19,7 +19,14 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scoring-sidecar", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="scoring-sidecar",
+        description="Score AI agents' OpenTelemetry traces from Kafka with LLM judges and code scorers; export "
+        "the scores as Prometheus metrics, OTel spans and Kafka records. Start with `scoring-sidecar demo` (no "
+        "services, no API key).",
+        epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached); 2 an invalid "
+        "configuration, dataset or option.",
+    )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -35,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         "OPENAI_API_KEY, else the local stand-in",
     )
     demo.add_argument("--api-base", help="the judge's API base URL (OpenAI-compatible servers)")
-    demo.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long")
+    demo.add_argument(
+        "--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: until Ctrl-C)"
+    )
     demo.add_argument("--rate", type=float, default=5.0, help="traces produced per second (default 5)")
     demo.add_argument(
         "--max-records",
@@ -80,7 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     bar = evaluate.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_const", const=True, help="always draw the bar")
     bar.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="no progress output")
-    run = commands.add_parser("run", help="consume traces from Kafka and score them until SIGTERM")
+    run = commands.add_parser(
+        "run",
+        help="consume traces from Kafka and score them until SIGTERM",
+        description="Run the service: consume OTLP traces from the configured Kafka topics, score the selected "
+        "spans, export scores (metrics on /metrics, spans over OTLP, records to Kafka) and commit offsets only "
+        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0.",
+    )
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     run.add_argument(
         "--workers",
@@ -96,7 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
         description="List the scorer kinds a configuration can name under scorers[].kind (Markdown table).",
     )
-    validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
+    validate = commands.add_parser(
+        "validate",
+        help="check a configuration file (and build its scorers); exit 0 or 2",
+        description="Check a configuration file: every problem with its key and line; build every scorer and "
+        "check that each calls only declared judges. A file without `kafka` is checked as an eval "
+        "configuration. Exit 0 when valid, 2 otherwise.",
+    )
     validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     validate.add_argument(
         "--traffic",
