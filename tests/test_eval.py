@@ -257,3 +257,15 @@ def test_threshold_syntax_and_terminal_progress() -> None:
     text = out.getvalue()
     assert "\r[##........] 1/4 runs" in text and "ETA" in text and text.endswith("\n")
     assert "\r[##########] 4/4 runs" in text
+
+
+def test_a_missing_api_key_is_said_before_scoring_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("JUDGE_API_BASE", raising=False)
+    assert main(["eval", str(DATASET), "--config", str(CONFIG), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table: nothing was scored
+    assert "judge 'default' (openai/gpt-4o-mini) has no API key: set OPENAI_API_KEY" in captured.err
+    assert "--stand-in-judge" in captured.err
