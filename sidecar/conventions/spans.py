@@ -60,7 +60,7 @@ def _service_name(resource_attributes: Any) -> str | None:
 
 
 def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.MESSAGE_EVENTS)
+    return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.CONTENT_EVENT_NAMES)
 
 
 def _sampled(flags: int) -> bool:

@@ -57,6 +57,14 @@ MESSAGE_EVENTS: Final = {
     EVENT_TOOL_MESSAGE: "tool",
     EVENT_CHOICE: "assistant",
 }
+# Azure AI Inference / Azure AI Agents and Semantic Kernel write the whole message as one JSON attribute.
+EVENT_ATTR_EVENT_CONTENT: Final = "gen_ai.event.content"
+# Semantic conventions 1.26–1.27: two events holding the whole prompt and completion as JSON.
+EVENT_CONTENT_PROMPT: Final = "gen_ai.content.prompt"
+EVENT_CONTENT_COMPLETION: Final = "gen_ai.content.completion"
+CONTENT_EVENTS: Final = {EVENT_CONTENT_PROMPT: GEN_AI_PROMPT, EVENT_CONTENT_COMPLETION: GEN_AI_COMPLETION}
+# Every span event whose attributes may carry message content.
+CONTENT_EVENT_NAMES: Final = frozenset(MESSAGE_EVENTS) | frozenset(CONTENT_EVENTS)
 EVENT_ATTR_CONTENT: Final = "content"
 EVENT_ATTR_MESSAGE: Final = "message"
 EVENT_ATTR_TOOL_CALLS: Final = "tool_calls"
