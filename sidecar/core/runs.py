@@ -8,7 +8,11 @@ from pydantic import BaseModel, ConfigDict
 
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
-__all__ = ["ScorerRunRequest", "SpanTarget"]
+__all__ = ["ReadyReason", "RunAssembly", "ScorerRunRequest", "SpanTarget"]
+
+# Why a buffered trace was scored: its root ended and no span came for `idle_s`; `max_wait_s` passed since
+# its first span; the buffer was full and it was the oldest; the service was stopping.
+ReadyReason = Literal["root_idle", "max_wait", "evicted", "stopping"]
 
 
 class SpanTarget(BaseModel):
@@ -33,6 +37,22 @@ class SpanTarget(BaseModel):
     sampled: bool = True
 
 
+class RunAssembly(BaseModel):
+    """How a whole-trace run (``scope: trace``) was put together from an agent span and its descendants."""
+
+    model_config = ConfigDict(frozen=True)
+
+    complete: bool  # the trace was ready (its root ended, then quiet): not cut short by a bound
+    ready_reason: ReadyReason
+    spans: int  # spans of the agent's subtree that went into the run
+    llm_calls: int
+    tool_calls: int
+    retrieved_documents: int
+    input_tokens: int | None = None  # summed over the LLM calls that report usage
+    output_tokens: int | None = None
+    system_from: Literal["agent", "llm_call", "none"] = "none"  # where the system instructions came from
+
+
 class ScorerRunRequest(BaseModel):
     """A span mapped to Mastra's agent run shape, ready for ``scorer.run(input=..., output=...)``."""
 
@@ -41,3 +61,10 @@ class ScorerRunRequest(BaseModel):
     target: SpanTarget
     input: AgentRunInput
     output: tuple[AgentMessage, ...]
+    # Retrieved documents (whole-trace runs): scorers read them as request_context["context"].
+    context: tuple[str, ...] = ()
+    assembly: RunAssembly | None = None  # None: one span's own attributes (scope: span)
+
+    @property
+    def scope(self) -> Literal["span", "trace"]:
+        return "span" if self.assembly is None else "trace"
