@@ -1,19 +1,27 @@
 """Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
 (``sidecar.scorers.registry``)."""
 
-from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers import (
+    content_similarity,
+    prompt_alignment,
+    tool_call_accuracy,
+)
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
 
 __all__ = [
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "ToolCallAccuracyOptions",
     "content_similarity",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
+    "create_tool_call_accuracy_scorer_code",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
+    "tool_call_accuracy",
 ]
