@@ -5,23 +5,28 @@ from sidecar.scorers import (
     content_similarity,
     prompt_alignment,
     tool_call_accuracy,
+    tool_call_accuracy_llm,
 )
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
+from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
 
 __all__ = [
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "ToolCallAccuracyLLMOptions",
     "ToolCallAccuracyOptions",
     "content_similarity",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_tool_call_accuracy_scorer_code",
+    "create_tool_call_accuracy_scorer_llm",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
     "tool_call_accuracy",
+    "tool_call_accuracy_llm",
 ]
