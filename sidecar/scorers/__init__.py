@@ -6,12 +6,14 @@ from sidecar.scorers import (
     prompt_alignment,
     tool_call_accuracy,
     tool_call_accuracy_llm,
+    trajectory_accuracy,
 )
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
 from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
+from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions, create_trajectory_accuracy_scorer_code
 
 __all__ = [
     "ContentSimilarityOptions",
@@ -19,14 +21,17 @@ __all__ = [
     "ScorerKind",
     "ToolCallAccuracyLLMOptions",
     "ToolCallAccuracyOptions",
+    "TrajectoryAccuracyOptions",
     "content_similarity",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_tool_call_accuracy_scorer_code",
     "create_tool_call_accuracy_scorer_llm",
+    "create_trajectory_accuracy_scorer_code",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
     "tool_call_accuracy",
     "tool_call_accuracy_llm",
+    "trajectory_accuracy",
 ]
