@@ -7,6 +7,7 @@ from sidecar.scorers import (
     tool_call_accuracy,
     tool_call_accuracy_llm,
     trajectory_accuracy,
+    trajectory_llm,
 )
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
@@ -14,6 +15,7 @@ from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
 from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
 from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions, create_trajectory_accuracy_scorer_code
+from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
 
 __all__ = [
     "ContentSimilarityOptions",
@@ -22,16 +24,19 @@ __all__ = [
     "ToolCallAccuracyLLMOptions",
     "ToolCallAccuracyOptions",
     "TrajectoryAccuracyOptions",
+    "TrajectoryLLMOptions",
     "content_similarity",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_tool_call_accuracy_scorer_code",
     "create_tool_call_accuracy_scorer_llm",
     "create_trajectory_accuracy_scorer_code",
+    "create_trajectory_accuracy_scorer_llm",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
     "tool_call_accuracy",
     "tool_call_accuracy_llm",
     "trajectory_accuracy",
+    "trajectory_llm",
 ]
