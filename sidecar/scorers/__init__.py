@@ -2,6 +2,7 @@
 (``sidecar.scorers.registry``)."""
 
 from sidecar.scorers import (
+    checks,
     content_similarity,
     prompt_alignment,
     tool_call_accuracy,
@@ -9,6 +10,7 @@ from sidecar.scorers import (
     trajectory_accuracy,
     trajectory_llm,
 )
+from sidecar.scorers.checks import ChecksOptions, create_checks_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
@@ -18,6 +20,7 @@ from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions, creat
 from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
 
 __all__ = [
+    "ChecksOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
@@ -25,7 +28,9 @@ __all__ = [
     "ToolCallAccuracyOptions",
     "TrajectoryAccuracyOptions",
     "TrajectoryLLMOptions",
+    "checks",
     "content_similarity",
+    "create_checks_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_tool_call_accuracy_scorer_code",
