@@ -56,7 +56,8 @@ class AvailableTool(BaseModel):
 class ToolCallAccuracyLLMOptions(BaseModel):
     model_config = _MODEL
 
-    available_tools: tuple[AvailableTool, ...] = ()
+    # None: the judge sees only the names of the tools called (Mastra requires the list, empty allowed).
+    available_tools: tuple[AvailableTool, ...] | None = None
     # Not in Mastra: score × scale, for every kind alike. Falsy → 1.
     scale: float | None = None
 
@@ -102,7 +103,7 @@ def create_tool_call_accuracy_scorer_llm(
         else ToolCallAccuracyLLMOptions.model_validate({**(options or {}), **kwargs})
     )
     scale = scale_of(opts.scale)
-    tool_reference = "\n".join(f"{t.id}: {t.description}" for t in opts.available_tools)
+    tool_reference = "\n".join(f"{t.id}: {t.description}" for t in opts.available_tools or ())
 
     def preprocess(ctx: StepContext) -> ToolCallAccuracyLLMPreprocess:
         require_agent_messages(ctx.run.input, ctx.run.output)
@@ -159,7 +160,7 @@ def create_tool_call_accuracy_scorer_llm(
     "tool-call-accuracy-llm",
     options=ToolCallAccuracyLLMOptions,
     needs_judge=True,
-    description="share of the agent's tool calls a judge finds appropriate for the request (missing tools count)",
+    description="share of the agent's tool calls a judge finds appropriate for the user's request",
     judge_calls_per_run=2,
     needs=("input", "output", "tool_calls"),
 )

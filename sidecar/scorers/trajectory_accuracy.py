@@ -51,7 +51,8 @@ class TrajectoryAccuracyOptions(BaseModel):
     model_config = _OPTIONS
 
     expected_trajectory: tuple[ExpectedStep, ...] | None = None
-    comparison_options: TrajectoryComparisonOptions = TrajectoryComparisonOptions()
+    # None: Mastra's defaults (relaxed ordering, repeated steps allowed).
+    comparison_options: TrajectoryComparisonOptions | None = None
     # Not in Mastra: score × scale, for every kind alike. Falsy → 1.
     scale: float | None = None
 
@@ -92,7 +93,7 @@ def create_trajectory_accuracy_scorer_code(
     )
     scale = scale_of(opts.scale)
     static = opts.expected_trajectory
-    comparison = opts.comparison_options
+    comparison = opts.comparison_options or TrajectoryComparisonOptions()
 
     def preprocess(ctx: StepContext) -> TrajectoryAccuracyPreprocess:
         actual = extract_trajectory(ctx.run.input, ctx.run.output)
