@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers import create_trajectory_accuracy_scorer_code
@@ -289,3 +291,33 @@ def test_options_typo() -> None:
     assert caught.value.problems[0].path == "scorers[0].options.comparisonOptions.ordering"
     ok = live_config("trajectory", "{expected_trajectory: [search, summarize], comparison_options: {ordering: strict}}")
     assert load_settings(ok).scorers[0].kind == "trajectory"
+
+
+# -- properties of the comparison --------------------------------------------------------------------
+
+names = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=6)
+
+
+@given(names, names, st.sampled_from(["strict", "relaxed", "unordered"]), st.booleans())
+def test_comparison_scores_stay_in_range_and_an_exact_path_scores_1(
+    actual: list[str], expected: list[str], ordering: Any, allow_repeated: bool
+) -> None:
+    path = Trajectory.model_validate(trajectory(*actual))
+    wanted = [ExpectedStep(name=n) for n in expected]
+    result = compare_trajectories(path, wanted, ordering=ordering, allow_repeated_steps=allow_repeated)
+    assert 0 <= result.score <= 1
+    assert result.matched_steps + len(result.missing_steps) == len(expected)
+    exact = compare_trajectories(
+        Trajectory.model_validate(trajectory(*expected)), wanted, ordering=ordering, allow_repeated_steps=True
+    )
+    assert exact.score == 1
+
+
+def test_a_zero_budget_is_infinitely_over_as_in_javascript() -> None:
+    assert (
+        check_trajectory_efficiency(
+            Trajectory.model_validate(trajectory("a")), max_steps=0, no_redundant_calls=False
+        ).score
+        == 0
+    )
+    assert check_trajectory_efficiency(Trajectory(), max_steps=0).score == 1

@@ -387,7 +387,10 @@ class EfficiencyResult(BaseModel):
 
 
 def _over(total: float, budget: float) -> float:
-    return max(0.0, 1 - (total - budget) / budget) if total > budget else 1.0
+    if total <= budget:
+        return 1.0
+    # A zero budget overrun is infinitely over in JavaScript (1 − x/0 = −Infinity), clamped to 0.
+    return max(0.0, 1 - (total - budget) / budget) if budget > 0 else 0.0
 
 
 def check_trajectory_efficiency(
