@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -519,15 +520,26 @@ def test_score_topic_must_differ_from_inputs() -> None:
 # -- scorer factory ------------------------------------------------------------------------------
 
 
+# Kinds that, as in Mastra, cannot be built without saying what to expect.
+REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
+    "tool-call-accuracy": {"expectedTool": "search"},
+    "checks": {"checks": [{"type": "usedNoTools"}]},
+}
+
+
 def test_every_registered_kind_builds_and_validates_its_options() -> None:
     kinds = scorer_kinds()
     assert {"prompt-alignment", "content-similarity"} <= set(kinds)
     judge = JudgeModel(model="openai/gpt-4o-mini")
     for name, kind in kinds.items():
         assert kind.description and kind.options.model_config.get("extra") == "forbid"
-        scorer = build_scorer(
-            ScorerSettings(id=f"x-{name}", kind=name, judge="j" if kind.needs_judge else None), {"j": judge}
+        settings = ScorerSettings(
+            id=f"x-{name}",
+            kind=name,
+            judge="j" if kind.needs_judge else None,
+            options=REQUIRED_OPTIONS.get(name, {}),
         )
+        scorer = build_scorer(settings, {"j": judge})
         assert scorer.id == f"x-{name}"
 
 

@@ -1,19 +1,47 @@
 """Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
 (``sidecar.scorers.registry``)."""
 
-from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers import (
+    checks,
+    content_similarity,
+    prompt_alignment,
+    tool_call_accuracy,
+    tool_call_accuracy_llm,
+    trajectory_accuracy,
+    trajectory_llm,
+)
+from sidecar.scorers.checks import ChecksOptions, create_checks_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
+from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
+from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions, create_trajectory_accuracy_scorer_code
+from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
 
 __all__ = [
+    "ChecksOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "ToolCallAccuracyLLMOptions",
+    "ToolCallAccuracyOptions",
+    "TrajectoryAccuracyOptions",
+    "TrajectoryLLMOptions",
+    "checks",
     "content_similarity",
+    "create_checks_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
+    "create_tool_call_accuracy_scorer_code",
+    "create_tool_call_accuracy_scorer_llm",
+    "create_trajectory_accuracy_scorer_code",
+    "create_trajectory_accuracy_scorer_llm",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
+    "tool_call_accuracy",
+    "tool_call_accuracy_llm",
+    "trajectory_accuracy",
+    "trajectory_llm",
 ]

@@ -118,7 +118,8 @@ def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
     chosen = kinds if kinds is not None else {n: k for n, k in scorer_kinds().items() if k.prebuilt}
     for name, kind in sorted(chosen.items()):
         options = ", ".join(
-            f"`{field}` ({_default(info.default)})" for field, info in kind.options.model_fields.items()
+            f"`{field}` ({'required' if info.is_required() else _default(info.default)})"
+            for field, info in kind.options.model_fields.items()
         )
         needs = ", ".join(need.replace("_", " ") for need in NEED_ORDER if need in kind.needs)
         calls = f"{kind.judge_calls_per_run:g}" if kind.needs_judge else "0 (code)"
