@@ -61,7 +61,7 @@ async def _score_one(
     scorer = configured.scorer
     request = ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output())
     attempt = await attempt_scorer(
-        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.request_context
+        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.run_request_context()
     )
     run = attempt.to_scored_run(request, scorer, "eval")
     observer.run_finished(run)  # offline, a run refused by a judge's gate is a failure with its reason

@@ -4,6 +4,12 @@
 from sidecar.scorers import (
     checks,
     content_similarity,
+    context_precision,
+    context_recall,
+    context_relevance,
+    faithfulness,
+    hallucination,
+    noise_sensitivity,
     prompt_alignment,
     tool_call_accuracy,
     tool_call_accuracy_llm,
@@ -12,6 +18,12 @@ from sidecar.scorers import (
 )
 from sidecar.scorers.checks import ChecksOptions, create_checks_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
+from sidecar.scorers.context_precision import ContextPrecisionOptions, create_context_precision_scorer
+from sidecar.scorers.context_recall import ContextRecallOptions, create_context_recall_scorer
+from sidecar.scorers.context_relevance import ContextRelevanceOptions, create_context_relevance_scorer_llm
+from sidecar.scorers.faithfulness import FaithfulnessOptions, create_faithfulness_scorer
+from sidecar.scorers.hallucination import HallucinationOptions, create_hallucination_scorer
+from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, create_noise_sensitivity_scorer_llm
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
@@ -22,6 +34,12 @@ from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajecto
 __all__ = [
     "ChecksOptions",
     "ContentSimilarityOptions",
+    "ContextPrecisionOptions",
+    "ContextRecallOptions",
+    "ContextRelevanceOptions",
+    "FaithfulnessOptions",
+    "HallucinationOptions",
+    "NoiseSensitivityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
     "ToolCallAccuracyLLMOptions",
@@ -30,13 +48,25 @@ __all__ = [
     "TrajectoryLLMOptions",
     "checks",
     "content_similarity",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
     "create_checks_scorer",
     "create_content_similarity_scorer",
+    "create_context_precision_scorer",
+    "create_context_recall_scorer",
+    "create_context_relevance_scorer_llm",
+    "create_faithfulness_scorer",
+    "create_hallucination_scorer",
+    "create_noise_sensitivity_scorer_llm",
     "create_prompt_alignment_scorer_llm",
     "create_tool_call_accuracy_scorer_code",
     "create_tool_call_accuracy_scorer_llm",
     "create_trajectory_accuracy_scorer_code",
     "create_trajectory_accuracy_scorer_llm",
+    "faithfulness",
+    "hallucination",
+    "noise_sensitivity",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
