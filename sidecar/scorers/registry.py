@@ -131,4 +131,10 @@ def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
 
 
 def _default(value: object) -> str:
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, BaseModel | dict | list | tuple):
+        return "see its page"  # nested defaults (weights, penalties) are documented with the kind
+    return str(value)
