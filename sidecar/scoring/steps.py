@@ -63,7 +63,9 @@ def not_scorable(reason: str) -> NotScorable:
 
 
 StepFunction = Callable[[StepContext], Any | Awaitable[Any]]
-PromptFactory = Callable[[StepContext], str | Awaitable[str]]
+# A prompt factory may return ``not_scorable(reason)`` instead of a prompt: the run lacks what the step
+# needs (no ground truth, no context), so the judge is not called and the run is not scorable.
+PromptFactory = Callable[[StepContext], str | NotScorable | Awaitable[str | NotScorable]]
 
 
 @dataclass(frozen=True, slots=True)
