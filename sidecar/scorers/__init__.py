@@ -1,16 +1,24 @@
 """Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
 (``sidecar.scorers.registry``)."""
 
-from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers import (
+    answer_relevancy,
+    content_similarity,
+    prompt_alignment,
+)
+from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 
 __all__ = [
+    "AnswerRelevancyOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "answer_relevancy",
     "content_similarity",
+    "create_answer_relevancy_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "prompt_alignment",
