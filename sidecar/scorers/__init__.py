@@ -3,11 +3,13 @@
 
 from sidecar.scorers import (
     answer_relevancy,
+    bias,
     content_similarity,
     prompt_alignment,
     toxicity,
 )
 from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
+from sidecar.scorers.bias import BiasOptions, create_bias_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
@@ -15,13 +17,16 @@ from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
 
 __all__ = [
     "AnswerRelevancyOptions",
+    "BiasOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
     "ToxicityOptions",
     "answer_relevancy",
+    "bias",
     "content_similarity",
     "create_answer_relevancy_scorer",
+    "create_bias_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_toxicity_scorer",
