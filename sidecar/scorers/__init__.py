@@ -6,6 +6,7 @@ from sidecar.scorers import (
     bias,
     content_similarity,
     prompt_alignment,
+    summarization,
     toxicity,
 )
 from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
@@ -13,6 +14,7 @@ from sidecar.scorers.bias import BiasOptions, create_bias_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.summarization import SummarizationOptions, create_summarization_scorer
 from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "SummarizationOptions",
     "ToxicityOptions",
     "answer_relevancy",
     "bias",
@@ -29,9 +32,11 @@ __all__ = [
     "create_bias_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
+    "create_summarization_scorer",
     "create_toxicity_scorer",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
+    "summarization",
     "toxicity",
 ]
