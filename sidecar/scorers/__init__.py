@@ -6,6 +6,7 @@ from sidecar.scorers import (
     bias,
     content_similarity,
     prompt_alignment,
+    rubric,
     summarization,
     toxicity,
 )
@@ -14,6 +15,7 @@ from sidecar.scorers.bias import BiasOptions, create_bias_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.rubric import RubricCriterion, RubricOptions, create_rubric_scorer
 from sidecar.scorers.summarization import SummarizationOptions, create_summarization_scorer
 from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
 
@@ -22,6 +24,8 @@ __all__ = [
     "BiasOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
+    "RubricCriterion",
+    "RubricOptions",
     "ScorerKind",
     "SummarizationOptions",
     "ToxicityOptions",
@@ -32,9 +36,11 @@ __all__ = [
     "create_bias_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
+    "create_rubric_scorer",
     "create_summarization_scorer",
     "create_toxicity_scorer",
     "prompt_alignment",
+    "rubric",
     "scorer_kind",
     "scorer_kinds",
     "summarization",
