@@ -3,6 +3,7 @@
 
 from sidecar.scorers import (
     answer_relevancy,
+    answer_similarity,
     bias,
     content_similarity,
     prompt_alignment,
@@ -11,6 +12,7 @@ from sidecar.scorers import (
     toxicity,
 )
 from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
+from sidecar.scorers.answer_similarity import AnswerSimilarityOptions, create_answer_similarity_scorer
 from sidecar.scorers.bias import BiasOptions, create_bias_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
@@ -21,6 +23,7 @@ from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
 
 __all__ = [
     "AnswerRelevancyOptions",
+    "AnswerSimilarityOptions",
     "BiasOptions",
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
@@ -30,9 +33,11 @@ __all__ = [
     "SummarizationOptions",
     "ToxicityOptions",
     "answer_relevancy",
+    "answer_similarity",
     "bias",
     "content_similarity",
     "create_answer_relevancy_scorer",
+    "create_answer_similarity_scorer",
     "create_bias_scorer",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",

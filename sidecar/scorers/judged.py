@@ -16,8 +16,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from sidecar.scoring.types import to_json_value
-
 __all__ = ["JudgeOutput", "ScorerOptions", "YesNo", "YesNoUnsure", "js_json", "js_truthy"]
 
 
@@ -53,6 +51,17 @@ def js_truthy(value: Any) -> bool:
     return True
 
 
+def _plain(value: Any) -> Any:
+    # Models by their camelCase names with nulls kept, as JSON.stringify keeps them (to_json_value drops them).
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def js_json(value: Any) -> str:
-    """``JSON.stringify(value)``: compact separators, non-ASCII kept as is."""
-    return json.dumps(to_json_value(value), separators=(",", ":"), ensure_ascii=False)
+    """``JSON.stringify(value)``: compact separators, non-ASCII kept as is, nulls kept."""
+    return json.dumps(_plain(value), separators=(",", ":"), ensure_ascii=False)
