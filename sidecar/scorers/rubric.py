@@ -16,9 +16,9 @@ import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import StrictBool, ValidationError, model_validator
+from pydantic import BeforeValidator, StrictBool, ValidationError, model_validator
 
 from sidecar.scorers.judged import JudgeOutput, ScorerOptions, js_json
 from sidecar.scorers.registry import scorer_kind
@@ -48,12 +48,24 @@ class RubricCriterion(ScorerOptions):
     required: bool = True
 
 
-RubricInput = str | tuple[RubricCriterion, ...]
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+_JS_SPACE = " \t\n\r\x0b\x0c\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"  # noqa: E501
+
+
+def parse_rubric(rubric: str) -> tuple[RubricCriterion, ...]:
+    """A checklist string: each non-empty line a required criterion, a leading list marker dropped."""
+    lines = (_LIST_MARKER.sub("", line, count=1).strip(_JS_SPACE) for line in rubric.split("\n"))
+    return tuple(RubricCriterion(description=line) for line in lines if line)
+
+
+def _checklist(value: Any) -> Any:
+    return parse_rubric(value) if isinstance(value, str) else value
 
 
 class RubricOptions(ScorerOptions):
-    # A list of criteria, or a checklist: one criterion per line, "-", "*", "•", "1." or "1)" markers dropped.
-    criteria: RubricInput | None = None
+    # A list of criteria, or a checklist string (one criterion per line; "-", "*", "•", "1." or "1)" markers
+    # dropped), kept as the list it reads as.
+    criteria: Annotated[tuple[RubricCriterion, ...] | None, BeforeValidator(_checklist)] = None
     # None → 1. Mastra multiplies by ``options?.scale ?? 1``, so 0 stays 0.
     scale: float | None = None
 
@@ -90,17 +102,7 @@ def analysis_schema(count: int) -> type[RubricAnalysis]:
     return CountedRubricAnalysis
 
 
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
-_JS_SPACE = " \t\n\r\x0b\x0c\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"  # noqa: E501
-
-
-def parse_rubric(rubric: str) -> tuple[RubricCriterion, ...]:
-    """A checklist string: each non-empty line a required criterion, a leading list marker dropped."""
-    lines = (_LIST_MARKER.sub("", line, count=1).strip(_JS_SPACE) for line in rubric.split("\n"))
-    return tuple(RubricCriterion(description=line) for line in lines if line)
-
-
-def _normalize(rubric: RubricInput | Sequence[Any] | None) -> tuple[RubricCriterion, ...]:
+def _normalize(rubric: str | Sequence[Any] | None) -> tuple[RubricCriterion, ...]:
     if not rubric:
         return ()
     if isinstance(rubric, str):
