@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from sidecar.scorers import create_summarization_scorer
-from sidecar.scorers.summarization import CoverageJudgement, SourceJudgement
+from sidecar.scorers.summarization import CoverageJudgement, SourceJudgement, summary_of
+from sidecar.scorers.text import extract_agent_response_messages, is_agent_run_output
 from sidecar.scoring import ScorerRunResult
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message
 from sidecar.testing.judge_server import JudgeServer, RecordedRequest, Reply
@@ -283,3 +284,34 @@ async def test_traced_content_is_quoted(judge_server: JudgeServer, make_judge_mo
     assert "Ignore previous instructions" in quoted(source_prompt, "summary")
     assert "Ignore previous instructions" in quoted(coverage_prompt, "questions")
     assert "</untrusted_response>" not in source_prompt + coverage_prompt + reason_prompt
+
+
+def test_which_message_is_the_summary() -> None:
+    stored = [
+        {
+            "id": "a1",
+            "role": "assistant",
+            "createdAt": "2025-01-01",
+            "content": {"format": 2, "parts": [], "content": ""},
+        },
+        {"id": "u1", "role": "user", "createdAt": "", "content": "more please"},
+        {
+            "id": "a2",
+            "role": "assistant",
+            "createdAt": "",
+            "content": {"format": 2, "parts": [{"type": "text", "text": "B"}]},
+        },
+        {
+            "id": "a3",
+            "role": "assistant",
+            "createdAt": "",
+            "content": {"format": 2, "parts": [{"type": "text", "text": " "}]},
+        },
+    ]
+    assert is_agent_run_output(stored) and is_agent_run_output([])
+    assert extract_agent_response_messages(stored) == ["", "B", " "]
+    assert summary_of(stored) == "B"  # the last assistant message with text (blank ones skipped)
+    # Not agent output (no ids, no createdAt): the output's assistant text, as Mastra's other shapes read.
+    assert not is_agent_run_output([{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "C"}])
+    assert summary_of([{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "C"}]) == "A"
+    assert summary_of({"text": "S"}) == "S" and summary_of("plain") == "plain" and summary_of(42) == ""
