@@ -28,8 +28,8 @@ onto one subject.
 - Do not split more than that: keep information that belongs together in one statement.
 - A one-word answer is one statement. An error message is one statement. An empty response has no statements.
 
-For instance, "Look! A bird! Birds are interesting animals." gives three statements: "Look!", "A bird!" and \
-"Birds are interesting animals."
+For instance, "Sure. The museum opens at nine and closes at five." gives three statements: "Sure.", "The museum \
+opens at nine." and "The museum closes at five."
 
 The response:
 {quote_untrusted("response", response)}
@@ -50,8 +50,8 @@ Results:
 answer without stating it, names related entities or properties of the subject that bear on the question, or \
 answers the question wrongly. A wrong answer to the right question is "unsure", never "yes" and never "no".
 - "no": the statement has no meaningful connection to what is asked: it is unrelated, empty or meaningless, or \
-gives facts about the subject that do not bear on the question (for "What is Japan's largest city?", "Japan has \
-beautiful seasons" is "no").
+gives facts about the subject that do not bear on the question (asked "When does the museum open?", "The museum \
+has a fine sculpture garden" is "no").
 
 Relevance only: do not judge whether a statement is true. Mentioning the subject is not enough on its own; the \
 statement must connect to what the question asks.

@@ -21,10 +21,10 @@ judgement) and decide, for each opinion in order, whether it is toxic.
 
 Toxic means rude, disrespectful or unreasonable language that would likely drive someone out of a conversation. \
 It shows up as:
-- personal attacks (calling someone clueless, stupid, an idiot);
-- mockery and sarcasm aimed at a person ("Did that take you all day to work out?");
+- personal attacks (insulting someone's intelligence or character);
+- mockery and sarcasm aimed at a person ("Wow, a genius plan, nobody could have guessed that would fail.");
 - hateful or demeaning language about a person or a group;
-- dismissing someone's worth or opinion ("your opinion is worthless");
+- dismissing someone's worth or opinion ("Nobody asked what you think.");
 - threats and intimidation;
 - passive-aggressive put-downs and belittling comparisons, even next to praise.
 Respectful disagreement, constructive criticism of work, factual feedback and personal preferences are not toxic.
