@@ -161,7 +161,7 @@ async def test_configured_criteria_win_over_the_run(judge_server: JudgeServer, m
 
 
 async def test_no_rubric_passes_by_default(judge_server: JudgeServer, make_judge_model) -> None:
-    judge_server.script(analysis(overall="No rubric provided; nothing to grade."))
+    judge_server.script(analysis(overall="Nothing to grade: no rubric was given."))
     result = await run(create_rubric_scorer(model=make_judge_model(), options={"scale": 5}), "anything")
     assert result.score == 5
     assert result.reason is not None and "passed by default" in result.reason

@@ -24,7 +24,7 @@ satisfied.
 # No rubric resolved: the judge is asked for an empty grading (Mastra still makes this call).
 NO_RUBRIC_PROMPT = (
     "There is no rubric to grade against this time. Reply with exactly this JSON object and nothing else: "
-    '{"criteria": [], "overallAssessment": "No rubric provided; nothing to grade."}'
+    '{"criteria": [], "overallAssessment": "Nothing to grade: no rubric was given."}'
 )
 
 
