@@ -2,6 +2,9 @@
 (``sidecar.scorers.registry``)."""
 
 from sidecar.scorers import (
+    answer_relevancy,
+    answer_similarity,
+    bias,
     checks,
     content_similarity,
     context_precision,
@@ -11,11 +14,17 @@ from sidecar.scorers import (
     hallucination,
     noise_sensitivity,
     prompt_alignment,
+    rubric,
+    summarization,
     tool_call_accuracy,
     tool_call_accuracy_llm,
+    toxicity,
     trajectory_accuracy,
     trajectory_llm,
 )
+from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
+from sidecar.scorers.answer_similarity import AnswerSimilarityOptions, create_answer_similarity_scorer
+from sidecar.scorers.bias import BiasOptions, create_bias_scorer
 from sidecar.scorers.checks import ChecksOptions, create_checks_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.context_precision import ContextPrecisionOptions, create_context_precision_scorer
@@ -23,15 +32,25 @@ from sidecar.scorers.context_recall import ContextRecallOptions, create_context_
 from sidecar.scorers.context_relevance import ContextRelevanceOptions, create_context_relevance_scorer_llm
 from sidecar.scorers.faithfulness import FaithfulnessOptions, create_faithfulness_scorer
 from sidecar.scorers.hallucination import HallucinationOptions, create_hallucination_scorer
-from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, create_noise_sensitivity_scorer_llm
+from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, _Options, create_noise_sensitivity_scorer_llm
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.rubric import RubricCriterion, RubricOptions, create_rubric_scorer
+from sidecar.scorers.summarization import SummarizationOptions, create_summarization_scorer
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
 from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
-from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions, create_trajectory_accuracy_scorer_code
+from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
+from sidecar.scorers.trajectory_accuracy import (
+    TrajectoryAccuracyOptions,
+    TrajectoryComparisonOptions,
+    create_trajectory_accuracy_scorer_code,
+)
 from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
 
 __all__ = [
+    "AnswerRelevancyOptions",
+    "AnswerSimilarityOptions",
+    "BiasOptions",
     "ChecksOptions",
     "ContentSimilarityOptions",
     "ContextPrecisionOptions",
@@ -41,16 +60,28 @@ __all__ = [
     "HallucinationOptions",
     "NoiseSensitivityOptions",
     "PromptAlignmentOptions",
+    "RubricCriterion",
+    "RubricOptions",
     "ScorerKind",
+    "SummarizationOptions",
     "ToolCallAccuracyLLMOptions",
     "ToolCallAccuracyOptions",
+    "ToxicityOptions",
     "TrajectoryAccuracyOptions",
+    "TrajectoryComparisonOptions",
     "TrajectoryLLMOptions",
+    "_Options",
+    "answer_relevancy",
+    "answer_similarity",
+    "bias",
     "checks",
     "content_similarity",
     "context_precision",
     "context_recall",
     "context_relevance",
+    "create_answer_relevancy_scorer",
+    "create_answer_similarity_scorer",
+    "create_bias_scorer",
     "create_checks_scorer",
     "create_content_similarity_scorer",
     "create_context_precision_scorer",
@@ -60,18 +91,24 @@ __all__ = [
     "create_hallucination_scorer",
     "create_noise_sensitivity_scorer_llm",
     "create_prompt_alignment_scorer_llm",
+    "create_rubric_scorer",
+    "create_summarization_scorer",
     "create_tool_call_accuracy_scorer_code",
     "create_tool_call_accuracy_scorer_llm",
+    "create_toxicity_scorer",
     "create_trajectory_accuracy_scorer_code",
     "create_trajectory_accuracy_scorer_llm",
     "faithfulness",
     "hallucination",
     "noise_sensitivity",
     "prompt_alignment",
+    "rubric",
     "scorer_kind",
     "scorer_kinds",
+    "summarization",
     "tool_call_accuracy",
     "tool_call_accuracy_llm",
+    "toxicity",
     "trajectory_accuracy",
     "trajectory_llm",
 ]
