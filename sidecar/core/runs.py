@@ -10,9 +10,9 @@ from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
 __all__ = ["ReadyReason", "RunAssembly", "ScorerRunRequest", "SpanTarget"]
 
-# Why a buffered trace was scored: its root ended and no span came for `idle_s`; `max_wait_s` passed since
-# its first span; the buffer was full and it was the oldest; the service was stopping.
-ReadyReason = Literal["root_idle", "max_wait", "evicted", "stopping"]
+# Why a buffered trace was scored: its root span arrived and no span came for `idle_s`; `max_wait_s` passed
+# since its first span; it outgrew the per-trace bound (scored from what arrived).
+ReadyReason = Literal["root_idle", "max_wait", "evicted"]
 
 
 class SpanTarget(BaseModel):
