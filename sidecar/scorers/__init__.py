@@ -1,19 +1,27 @@
 """Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
 (``sidecar.scorers.registry``)."""
 
-from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers import (
+    content_similarity,
+    prompt_alignment,
+    tone,
+)
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.tone import ToneOptions, create_tone_scorer
 
 __all__ = [
     "ContentSimilarityOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
+    "ToneOptions",
     "content_similarity",
     "create_content_similarity_scorer",
     "create_prompt_alignment_scorer_llm",
+    "create_tone_scorer",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
+    "tone",
 ]
