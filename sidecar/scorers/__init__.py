@@ -3,23 +3,28 @@
 
 from sidecar.scorers import (
     content_similarity,
+    keyword_coverage,
     prompt_alignment,
     tone,
 )
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
+from sidecar.scorers.keyword_coverage import KeywordCoverageOptions, create_keyword_coverage_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
 from sidecar.scorers.tone import ToneOptions, create_tone_scorer
 
 __all__ = [
     "ContentSimilarityOptions",
+    "KeywordCoverageOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
     "ToneOptions",
     "content_similarity",
     "create_content_similarity_scorer",
+    "create_keyword_coverage_scorer",
     "create_prompt_alignment_scorer_llm",
     "create_tone_scorer",
+    "keyword_coverage",
     "prompt_alignment",
     "scorer_kind",
     "scorer_kinds",
