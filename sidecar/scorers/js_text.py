@@ -9,6 +9,8 @@ outside the Basic Multilingual Plane (most emoji) counts twice. These helpers gi
 from __future__ import annotations
 
 import re
+import sys
+from array import array
 
 __all__ = [
     "JS_WHITESPACE",
@@ -16,7 +18,7 @@ __all__ = [
     "js_split_whitespace",
     "js_trim",
     "utf16_len",
-    "utf16_units",
+    "utf16_pair",
 ]
 
 # ECMAScript WhiteSpace and LineTerminator: what \s matches and trim() removes.
@@ -46,12 +48,21 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def utf16_units(text: str) -> str | list[int]:
-    """The sequence JavaScript compares character by character: the string itself when every character is
-    in the Basic Multilingual Plane (one code unit each), else its UTF-16 code units."""
-    if text.isascii():
-        return text
-    encoded = text.encode("utf-16-le")
-    if len(encoded) == 2 * len(text):
-        return text
-    return [int.from_bytes(encoded[i : i + 2], "little") for i in range(0, len(encoded), 2)]
+def _is_bmp(text: str) -> bool:
+    return text.isascii() or len(text.encode("utf-16-le")) == 2 * len(text)
+
+
+def _code_units(text: str) -> list[int]:
+    units = array("H", text.encode("utf-16-le"))
+    if sys.byteorder == "big":
+        units.byteswap()
+    return units.tolist()
+
+
+def utf16_pair(first: str, second: str) -> tuple[str, str] | tuple[list[int], list[int]]:
+    """Two strings as the sequences JavaScript compares position by position: the strings themselves when
+    every character is in the Basic Multilingual Plane (one code unit each), else both as UTF-16 code units
+    (both, so that the two sequences hold elements of one kind)."""
+    if _is_bmp(first) and _is_bmp(second):
+        return first, second
+    return _code_units(first), _code_units(second)
