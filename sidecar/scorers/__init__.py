@@ -2,12 +2,14 @@
 (``sidecar.scorers.registry``)."""
 
 from sidecar.scorers import (
+    completeness,
     content_similarity,
     keyword_coverage,
     prompt_alignment,
     textual_difference,
     tone,
 )
+from sidecar.scorers.completeness import CompletenessOptions, create_completeness_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
 from sidecar.scorers.keyword_coverage import KeywordCoverageOptions, create_keyword_coverage_scorer
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
@@ -16,13 +18,16 @@ from sidecar.scorers.textual_difference import TextualDifferenceOptions, create_
 from sidecar.scorers.tone import ToneOptions, create_tone_scorer
 
 __all__ = [
+    "CompletenessOptions",
     "ContentSimilarityOptions",
     "KeywordCoverageOptions",
     "PromptAlignmentOptions",
     "ScorerKind",
     "TextualDifferenceOptions",
     "ToneOptions",
+    "completeness",
     "content_similarity",
+    "create_completeness_scorer",
     "create_content_similarity_scorer",
     "create_keyword_coverage_scorer",
     "create_prompt_alignment_scorer_llm",
