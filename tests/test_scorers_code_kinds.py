@@ -7,8 +7,11 @@ import textwrap
 import pytest
 
 from sidecar.runtime.settings import SettingsError, load_settings
+from sidecar.scorers.js_text import js_split_whitespace, js_trim, utf16_len, utf16_pair
 from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
+from sidecar.scoring.types import to_json_value
 
 CODE_KINDS = {
     "completeness": ("input", "output"),
@@ -82,3 +85,32 @@ def test_a_valid_configuration_of_every_code_kind() -> None:
         environ={},
     )
     assert [s.kind for s in settings.scorers] == ["completeness", "keyword-coverage", "textual-difference", "tone"]
+
+
+# -- what the code kinds read ----------------------------------------------------------------------
+
+
+def test_input_and_output_text_of_each_run_shape() -> None:
+    agent_input = AgentRunInput(input_messages=(user_message("a", id="1"), user_message("b", id="2")))
+    assert get_input_messages_text(agent_input) == "a, b"
+    assert get_input_messages_text(to_json_value(agent_input)) == "a, b"
+    assert get_input_messages_text(AgentRunInput()) == ""  # present but empty: Mastra's numbers apply
+    assert get_input_messages_text("plain") == "plain"
+    assert get_input_messages_text([{"role": "user", "content": "hi"}]) == "hi"
+    assert get_input_messages_text(None) is None
+    assert get_input_messages_text({"unexpected": 1}) is None
+
+    output = (assistant_message("x", id="1"), assistant_message("y", id="2"))
+    assert get_output_messages_text(output) == "x, y"
+    assert get_output_messages_text(to_json_value(output)) == "x, y"
+    assert get_output_messages_text({"text": "z"}) == "z"
+    assert get_output_messages_text("z") == "z"
+    assert get_output_messages_text({"unexpected": 1}) is None
+
+
+def test_javascript_string_semantics() -> None:
+    assert js_trim("\ufeff\u00a0 x \x1c") == "x \x1c"  # U+FEFF is JavaScript whitespace, U+001C is not
+    assert js_split_whitespace(" a\u3000b ") == ["", "a", "b", ""]
+    assert (utf16_len("abc"), utf16_len("é"), utf16_len("😀")) == (3, 1, 2)
+    assert utf16_pair("ab", "é") == ("ab", "é")
+    assert utf16_pair("a", "😀") == ([97], [0xD83D, 0xDE00])
