@@ -20,15 +20,8 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.registry import scorer_kind
-from sidecar.scorers.text import (
-    get_assistant_message_from_run_output,
-    get_text_content_from_message,
-    get_user_message_from_run_input,
-    is_agent_run_input,
-)
+from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
-from sidecar.scoring.agent import AgentMessage, AgentRunInput
-from sidecar.scoring.types import to_json_value
 
 __all__ = [
     "ContentSimilarityOptions",
@@ -85,24 +78,6 @@ def _js_whitespace_normalise(text: str) -> str:
     return re.sub(r"[\s\ufeff]+", " ", text).strip(" ")
 
 
-def _input_text(run_input: Any) -> str:
-    if isinstance(run_input, AgentRunInput):  # the service's shape: typed, no JSON round trip
-        return ", ".join(m.text for m in run_input.input_messages)
-    value = to_json_value(run_input)
-    if is_agent_run_input(value):
-        return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
-    return get_user_message_from_run_input(value) or ""
-
-
-def _output_text(run_output: Any) -> str:
-    if isinstance(run_output, list | tuple) and all(isinstance(m, AgentMessage) for m in run_output):
-        return ", ".join(m.text for m in run_output)
-    value = to_json_value(run_output)
-    if isinstance(value, list):
-        return ", ".join(get_text_content_from_message(m) for m in value)
-    return get_assistant_message_from_run_output(value) or ""
-
-
 def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[str, Any] | None = None) -> Scorer:
     """Options ``ignore_case`` (``ignoreCase``) and ``ignore_whitespace`` (``ignoreWhitespace``), both True.
 
@@ -116,8 +91,8 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
     )
 
     def preprocess(ctx: StepContext) -> ContentSimilarityPreprocess:
-        processed_input = _input_text(ctx.run.input)
-        processed_output = _output_text(ctx.run.output)
+        processed_input = get_input_messages_text(ctx.run.input) or ""
+        processed_output = get_output_messages_text(ctx.run.output) or ""
         if opts.ignore_case:
             processed_input, processed_output = processed_input.lower(), processed_output.lower()
         if opts.ignore_whitespace:

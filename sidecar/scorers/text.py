@@ -18,6 +18,8 @@ __all__ = [
     "extract_agent_response_messages",
     "get_assistant_message_from_run_output",
     "get_combined_system_prompt",
+    "get_input_messages_text",
+    "get_output_messages_text",
     "get_system_messages_from_run_input",
     "get_text_content_from_message",
     "get_user_message_from_run_input",
@@ -214,3 +216,34 @@ def extract_agent_response_messages(output: Any) -> list[str]:
     if not isinstance(output, list):
         return []
     return [get_text_content_from_message(m) for m in output if isinstance(m, Mapping) and m.get("role") == "assistant"]
+
+
+def get_input_messages_text(run_input: Any) -> str | None:
+    """The code scorers' reading of the input: every input message's text joined with ``", "``.
+
+    Mastra's code scorers read ``run.input.inputMessages.map(getTextContentFromMastraDBMessage).join(', ')``.
+    Inputs not in the agent shape fall back to the first user message. ``None`` when there is no input or
+    no user text in it (an empty agent input gives ``""``, as in Mastra).
+    """
+    if run_input is None:
+        return None
+    if isinstance(run_input, AgentRunInput):  # the service's shape: typed, no JSON round trip
+        return ", ".join(m.text for m in run_input.input_messages)
+    value = to_json_value(run_input)
+    if is_agent_run_input(value):
+        return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
+    return get_user_message_from_run_input(value)
+
+
+def get_output_messages_text(run_output: Any) -> str | None:
+    """Every output message's text joined with ``", "`` (Mastra's ``run.output.map(...).join(', ')``).
+
+    Outputs that are not a list of messages fall back to the assistant text (``{text}``, a string, …);
+    ``None`` when none is found.
+    """
+    if isinstance(run_output, list | tuple) and all(isinstance(m, AgentMessage) for m in run_output):
+        return ", ".join(m.text for m in run_output)
+    value = to_json_value(run_output)
+    if isinstance(value, list):
+        return ", ".join(get_text_content_from_message(m) for m in value)
+    return get_assistant_message_from_run_output(value)
