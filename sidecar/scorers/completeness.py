@@ -34,6 +34,7 @@ from sidecar.scorers.js_text import js_trim
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "CompletenessOptions",
@@ -50,9 +51,11 @@ _VERBAL = frozenset({"VERB", "AUX"})
 
 
 class CompletenessOptions(BaseModel):
-    """Mastra's scorer takes no options."""
+    """Mastra's scorer takes no options; ``scale`` (falsy → 1) multiplies the score, as for every kind."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    scale: float | None = None
 
 
 class ElementCounts(BaseModel):
@@ -158,8 +161,8 @@ def calculate_coverage(original: Sequence[str], simplified: Sequence[str]) -> fl
 
 def create_completeness_scorer(options: CompletenessOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createCompletenessScorer()``: no options (an empty mapping is accepted)."""
-    if not isinstance(options, CompletenessOptions):
-        CompletenessOptions.model_validate(options or {})
+    opts = options if isinstance(options, CompletenessOptions) else CompletenessOptions.model_validate(options or {})
+    scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
     _element("went")  # load the lemma table now (about a second, once per process), not on the first span
 
     def preprocess(ctx: StepContext) -> CompletenessPreprocess | NotScorable:
@@ -181,7 +184,7 @@ def create_completeness_scorer(options: CompletenessOptions | dict[str, Any] | N
 
     def generate_score(ctx: StepContext) -> float:
         elements: CompletenessPreprocess = ctx.results.preprocess_step_result
-        return calculate_coverage(elements.input_elements, elements.output_elements)
+        return calculate_coverage(elements.input_elements, elements.output_elements) * scale
 
     return (
         create_scorer(
@@ -191,6 +194,7 @@ def create_completeness_scorer(options: CompletenessOptions | dict[str, Any] | N
         )
         .preprocess(preprocess)
         .generate_score(generate_score)
+        .with_version(f"1:scale={js_number(scale)}")
     )
 
 

@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "ContentSimilarityOptions",
@@ -38,6 +39,7 @@ class ContentSimilarityOptions(BaseModel):
 
     ignore_case: bool = True
     ignore_whitespace: bool = True
+    scale: float | None = None  # not in Mastra; falsy → 1, as for every kind
 
 
 class ContentSimilarityPreprocess(BaseModel):
@@ -89,6 +91,7 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
         if isinstance(options, ContentSimilarityOptions)
         else ContentSimilarityOptions.model_validate(options or {})
     )
+    scale = opts.scale or 1
 
     def preprocess(ctx: StepContext) -> ContentSimilarityPreprocess:
         processed_input = get_input_messages_text(ctx.run.input) or ""
@@ -102,9 +105,9 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
 
     def generate_score(ctx: StepContext) -> float:
         texts: ContentSimilarityPreprocess = ctx.results.preprocess_step_result
-        return compare_two_strings(texts.processed_input, texts.processed_output)
+        return compare_two_strings(texts.processed_input, texts.processed_output) * scale
 
-    return (
+    scorer = (
         create_scorer(
             id="content-similarity",
             description=("Textual similarity of the run's input and output: Dice coefficient over character bigrams"),
@@ -112,6 +115,8 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
         .preprocess(preprocess)
         .generate_score(generate_score)
     )
+    # A scale changes the scores: other score ids. Unscaled keeps the ids it always had.
+    return scorer if scale == 1 else scorer.with_version(f"1:scale={js_number(scale)}")
 
 
 @scorer_kind(

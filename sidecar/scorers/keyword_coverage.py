@@ -16,6 +16,7 @@ from sidecar.scorers.keywords import ENGLISH_STOPWORDS, extract_keywords
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "KeywordCoverageAnalysis",
@@ -26,9 +27,11 @@ __all__ = [
 
 
 class KeywordCoverageOptions(BaseModel):
-    """Mastra's scorer takes no options."""
+    """Mastra's scorer takes no options; ``scale`` (falsy → 1) multiplies the score, as for every kind."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    scale: float | None = None
 
 
 class KeywordCoveragePreprocess(BaseModel):
@@ -48,8 +51,10 @@ class KeywordCoverageAnalysis(BaseModel):
 
 def create_keyword_coverage_scorer(options: KeywordCoverageOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createKeywordCoverageScorer()``: no options (an empty mapping is accepted)."""
-    if not isinstance(options, KeywordCoverageOptions):
-        KeywordCoverageOptions.model_validate(options or {})
+    opts = (
+        options if isinstance(options, KeywordCoverageOptions) else KeywordCoverageOptions.model_validate(options or {})
+    )
+    scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
 
     def preprocess(ctx: StepContext) -> KeywordCoveragePreprocess | NotScorable:
         # Mastra reads a missing input as empty text (score 1); here a run without input is not scorable.
@@ -75,8 +80,8 @@ def create_keyword_coverage_scorer(options: KeywordCoverageOptions | dict[str, A
     def generate_score(ctx: StepContext) -> float:
         counts: KeywordCoverageAnalysis = ctx.results.analyze_step_result
         if counts.total_keywords_length == 0:
-            return 1.0
-        return counts.matched_keywords_length / counts.total_keywords_length
+            return 1.0 * scale
+        return counts.matched_keywords_length / counts.total_keywords_length * scale
 
     return (
         create_scorer(
@@ -87,6 +92,7 @@ def create_keyword_coverage_scorer(options: KeywordCoverageOptions | dict[str, A
         .preprocess(preprocess)
         .analyze(analyze)
         .generate_score(generate_score)
+        .with_version(f"1:scale={js_number(scale)}")
     )
 
 

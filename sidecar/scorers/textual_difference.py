@@ -25,6 +25,7 @@ from sidecar.scorers.js_text import JS_WHITESPACE_CLASS, js_split_whitespace, js
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "TextualDifferenceOptions",
@@ -38,9 +39,11 @@ _WHITESPACE_RUN = re.compile(f"[{JS_WHITESPACE_CLASS}]+")
 
 
 class TextualDifferenceOptions(BaseModel):
-    """Mastra's scorer takes no options."""
+    """Mastra's scorer takes no options; ``scale`` (falsy → 1) multiplies the score, as for every kind."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    scale: float | None = None
 
 
 class TextualDifferencePreprocess(BaseModel):
@@ -100,8 +103,12 @@ def textual_difference(first: str, second: str) -> TextualDifferencePreprocess:
 
 def create_textual_difference_scorer(options: TextualDifferenceOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createTextualDifferenceScorer()``: no options (an empty mapping is accepted)."""
-    if not isinstance(options, TextualDifferenceOptions):
-        TextualDifferenceOptions.model_validate(options or {})
+    opts = (
+        options
+        if isinstance(options, TextualDifferenceOptions)
+        else TextualDifferenceOptions.model_validate(options or {})
+    )
+    scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
 
     def preprocess(ctx: StepContext) -> TextualDifferencePreprocess | NotScorable:
         # Mastra reads a missing input as empty text; here a run without input is not scorable.
@@ -115,7 +122,7 @@ def create_textual_difference_scorer(options: TextualDifferenceOptions | dict[st
 
     def generate_score(ctx: StepContext) -> float:
         result: TextualDifferencePreprocess = ctx.results.preprocess_step_result
-        return result.ratio
+        return result.ratio * scale
 
     return (
         create_scorer(
@@ -125,6 +132,7 @@ def create_textual_difference_scorer(options: TextualDifferenceOptions | dict[st
         )
         .preprocess(preprocess)
         .generate_score(generate_score)
+        .with_version(f"1:scale={js_number(scale)}")
     )
 
 

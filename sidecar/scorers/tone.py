@@ -27,6 +27,7 @@ from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.sentiment import analyze, sentiment_labels
 from sidecar.scorers.text import get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "ToneConsistency",
@@ -42,6 +43,8 @@ _SENTENCE = re.compile(r"[^.!?]+[.!?]+")
 
 class ToneOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    scale: float | None = None
 
     # A text whose tone the response should match; none (or empty): score the response's own stability.
     reference_tone: str | None = None
@@ -95,6 +98,7 @@ def create_tone_scorer(options: ToneOptions | dict[str, Any] | None = None) -> S
     """Mastra's ``createToneScorer({ referenceTone })``."""
     opts = options if isinstance(options, ToneOptions) else ToneOptions.model_validate(options or {})
     reference = opts.reference_tone or None  # Mastra tests it for truthiness: "" scores stability
+    scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
     sentiment_labels()  # load the lexicon now, not on the first span
 
     def preprocess(ctx: StepContext) -> ToneConsistency | ToneStability | NotScorable:
@@ -105,7 +109,7 @@ def create_tone_scorer(options: ToneOptions | dict[str, Any] | None = None) -> S
 
     def generate_score(ctx: StepContext) -> float:
         result: ToneConsistency | ToneStability = ctx.results.preprocess_step_result
-        return result.score
+        return result.score * scale
 
     # Different reference tones are different scorers: their scores must not share ids.
     variant = hashlib.sha256(reference.encode()).hexdigest()[:16] if reference is not None else "stability"
@@ -120,7 +124,7 @@ def create_tone_scorer(options: ToneOptions | dict[str, Any] | None = None) -> S
         )
         .preprocess(preprocess)
         .generate_score(generate_score)
-        .with_version(f"1:{variant}")
+        .with_version(f"1:{variant}:scale={js_number(scale)}")
     )
 
 
