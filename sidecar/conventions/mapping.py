@@ -133,6 +133,18 @@ def agent_name_of(attributes: Mapping[str, Any]) -> str | None:
     return _opt_str(_first(attributes, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME, names.GEN_AI_AGENT_ID))
 
 
+def _one_message_per_turn(messages: list[ParsedMessage]) -> list[ParsedMessage]:
+    """Consecutive assistant messages of one turn (a tool call, then the answer) as one message whose parts
+    keep their order: the shape Mastra stores, where the answer's text is the assistant message's text."""
+    merged: list[ParsedMessage] = []
+    for message in messages:
+        if merged and message.role == "assistant" and merged[-1].role == "assistant":
+            merged[-1] = ParsedMessage(role="assistant", parts=(*merged[-1].parts, *message.parts))
+        else:
+            merged.append(message)
+    return merged
+
+
 def map_span(view: SpanView) -> ScorerRunRequest | None:
     """The scorer run for a span, or ``None`` when the span carries no content at all.
 
@@ -155,7 +167,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
                 system.append(text)
         elif message.parts:  # images-only or sparse-index messages leave nothing a judge can read
             conversation.append(message)
-    answers = [m for m in merge_tool_results(outputs) if m.role != "system" and m.parts]
+    answers = _one_message_per_turn([m for m in merge_tool_results(outputs) if m.role != "system" and m.parts])
     if not conversation and not answers and not system:
         return None
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -367,12 +368,47 @@ def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorD
     loc = ("options", *err["loc"])
     if err["type"] != "extra_forbidden":
         return _problem(loc, _message(err))
+    model = _options_model_at(kind.options, err["loc"][:-1])
+    if model is None:
+        return _problem(loc, f"unknown option of kind {kind.name!r}")
     # Options may be written in snake_case or in Mastra's camelCase.
-    fields = kind.options.model_fields
+    fields = model.model_fields
     allowed = sorted({name for name in fields} | {f.alias for f in fields.values() if f.alias})
     close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return _problem(loc, f"unknown option of kind {kind.name!r} ({hint}options: {', '.join(sorted(fields))})")
+    what = "option" if model is kind.options else "field"
+    return _problem(loc, f"unknown {what} of kind {kind.name!r} ({hint}{what}s: {', '.join(sorted(fields))})")
+
+
+def _options_model_at(model: type[BaseModel], path: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model validating the mapping at ``path`` inside a kind's options (a criterion of a rubric, …)."""
+    annotation: Any = model
+    for part in path:
+        annotation = _strip_optional(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            field = fields.get(str(part)) or next((f for f in fields.values() if f.alias == part), None)
+            if field is None:
+                return None
+            annotation = field.annotation
+            continue
+        args = typing.get_args(annotation)
+        origin = typing.get_origin(annotation)
+        if origin in (list, tuple) and args:
+            annotation = args[0]
+        elif origin is dict and len(args) == 2:
+            annotation = args[1]
+        else:
+            return None
+    annotation = _strip_optional(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
 
 
 class RuntimeSettings(_Frozen):
