@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict
 
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
-__all__ = ["ScorerRunRequest", "SpanTarget"]
+__all__ = ["ResourceValue", "ScorerRunRequest", "SpanTarget"]
+
+# A resource attribute kept with a run: OTLP scalars only (arrays and maps are not kept).
+ResourceValue = str | bool | int | float
 
 
 class SpanTarget(BaseModel):
@@ -31,6 +34,9 @@ class SpanTarget(BaseModel):
     output_tokens: int | None = None
     end_time_unix_nano: int = 0
     sampled: bool = True
+    # The scored span's resource attributes that ingest was told to keep (IngestConfig.resource_attributes),
+    # in the resource's order: the OTLP exporter copies them onto the resource of the run's spans.
+    resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
 
 
 class ScorerRunRequest(BaseModel):
