@@ -18,6 +18,7 @@ from tests.support.otlp_receiver import (
     traces_only_receiver,
     traces_only_receiver_session,
 )
+from tests.support.phoenix import phoenix, phoenix_session
 from tests.support.proxy import forward_proxy
 from tests.support.raw_http import raw_servers
 from tests.support.s3 import s3_emulator
@@ -35,6 +36,8 @@ __all__ = [
     "new_topic",
     "otlp_receiver",
     "otlp_receiver_session",
+    "phoenix",
+    "phoenix_session",
     "raw_servers",
     "s3_emulator",
     "traces_only_receiver",
