@@ -50,6 +50,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from exporters.partitioner import KeyPartitioner
 from sidecar import __version__
 from sidecar.core import ScoredRun
+from sidecar.core.observers import ServiceObserver
 from sidecar.core.timestamps import iso_millis
 
 __all__ = [
@@ -199,12 +200,14 @@ class KafkaScoreSink:
         max_batch_size: int = 512 * 1024,
         compression_type: str | None = None,
         max_pending: int = 10_000,
+        observer: ServiceObserver | None = None,
     ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.max_pending = max_pending
+        self._observer = observer or ServiceObserver()
         self._options: dict[str, Any] = {
             "acks": "all",
             "linger_ms": linger_ms,
@@ -342,6 +345,7 @@ class KafkaScoreSink:
         elif isinstance(error, _PERMANENT_ERRORS):
             self.dropped += 1
             self._spoiled.add(pending.epoch)
+            self._observer.exporter_dropped(self.name, "rejected")
             log.error(
                 "score record %s dropped (%d bytes): %s: %s",
                 pending.record.score_id,

@@ -332,6 +332,20 @@ class SidecarMetrics(ServiceObserver):
             ["exporter"],
             registry=r,
         )
+        self.exporter_signal_disabled = Gauge(
+            f"{p}_exporter_signal_disabled",
+            "1 while an optional signal of the exporter is off because its receiver does not take it (OTLP "
+            "evaluation log records: set exporters.otlp.evaluation_logs: false for such a receiver), else 0.",
+            ["exporter", "signal"],
+            registry=r,
+        )
+        self.exporter_dropped_total = Counter(
+            f"{p}_exporter_dropped",
+            "Items the exporter gave up on, logged with their score id: the destination can never take them "
+            "(reason: rejected), or their span never reached it (span_not_found).",
+            ["exporter", "reason"],
+            registry=r,
+        )
 
         # -- ingest ---------------------------------------------------------------------------------
         self.consumer_lag_gauge = Gauge(
@@ -518,13 +532,26 @@ class SidecarMetrics(ServiceObserver):
     def count_dead_letters(self, reason: DeadLetterReason | str, n: int = 1) -> None:
         self._dead_letters.add(str(reason), n)
 
-    def register_exporter(self, name: str, pending: Callable[[], int] | None = None) -> None:
-        """An exporter's series: up (1 until flushes fail), flush failures at 0, and its pending items read
-        at scrape time from ``pending`` when it can tell."""
+    def register_exporter(
+        self, name: str, pending: Callable[[], int] | None = None, *, drop_reasons: Iterable[str] = ()
+    ) -> None:
+        """An exporter's series: up (1 until flushes fail), flush failures at 0, dropped items at 0 per reason
+        it can drop for, and its pending items read at scrape time from ``pending`` when it can tell."""
         self.exporter_up.labels(exporter=name).set(1)
         self.exporter_flush_failures.labels(exporter=name)
+        for reason in drop_reasons:
+            self.exporter_dropped_total.labels(exporter=name, reason=reason)
         if pending is not None:
             self.exporter_pending.labels(exporter=name).set_function(lambda: float(pending()))
+
+    def track_exporter_signal(self, name: str, signal: str, disabled: Callable[[], bool]) -> None:
+        """An exporter's optional signal: 1 while it is off, read at scrape time."""
+        self.exporter_signal_disabled.labels(exporter=name, signal=signal).set_function(
+            lambda: 1.0 if disabled() else 0.0
+        )
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        self._child(self.exporter_dropped_total, name, reason).inc(n)
 
     # -- ServiceObserver ------------------------------------------------------------------------------
     def record_consumed(self, topic: str, spans_seen: int) -> None:

@@ -201,7 +201,8 @@ async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     assert re.search(r"judge openai/gpt-4o-mini: [1-9]\d* calls, 0 errors", text), text
     assert re.search(r"est\. cost \$0\.\d{4}$", text, re.MULTILINE), text  # priced at gpt-4o-mini list prices
     assert "produced 30 traces (--max-records)" in text
-    assert "── final summary after 6s: 30 traces produced, 30 records consumed" in text
+    # 6 s of run, then the drain of what is still in flight (under a second at this rate).
+    assert re.search(r"── final summary after [67]s: 30 traces produced, 30 records consumed", text), text
     assert text.count("── summary after") >= 2  # the live table, every --interval
     assert judge_server.requests and judge_server.requests[0].headers["Authorization"] == "Bearer sk-demo-test"
     scored = {agent for (agent, scorer), (n, _) in _final_table(text).items() if n and scorer == "prompt-alignment"}

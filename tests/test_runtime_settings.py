@@ -84,6 +84,14 @@ def test_minimal_config_defaults() -> None:
     assert (settings.exporters.prometheus.host, settings.exporters.prometheus.port) == ("0.0.0.0", 9464)
     assert settings.exporters.kafka_scores.enabled and settings.exporters.kafka_scores.topic == "agent_scores"
     assert not settings.exporters.otlp.is_enabled
+    assert settings.exporters.otlp.evaluation_logs is False  # most trace backends take no OTLP logs
+    assert settings.exporters.otlp.resource_attributes == (
+        "openinference.project.name",
+        "deployment.environment",
+        "deployment.environment.name",
+        "service.namespace",
+    )
+    assert not settings.exporters.phoenix.is_enabled
     assert settings.scorers[0].selection() == Selection()
     assert settings.log_level == "INFO"
 
@@ -372,6 +380,46 @@ def test_kafka_security_consistency() -> None:
 def test_otlp_enabled_needs_an_endpoint() -> None:
     problems = problems_of(MINIMAL + "exporters:\n  otlp: {enabled: true}\n")
     assert problems == [("exporters.otlp.endpoint", 7, "required when the OTLP exporter is enabled")]
+
+
+def test_otlp_resource_attributes_never_take_the_sidecars_own() -> None:
+    problems = problems_of(MINIMAL + "exporters:\n  otlp:\n    resource_attributes: [service.name, '']\n")
+    assert problems == [
+        ("exporters.otlp.resource_attributes[0]", 8, "service.name is the sidecar's own (the loop guard); not copied"),
+        ("exporters.otlp.resource_attributes[1]", 8, "must not be empty"),
+    ]
+
+
+def test_phoenix_exporter_settings() -> None:
+    problems = problems_of(MINIMAL + "exporters:\n  phoenix: {enabled: true}\n")
+    assert problems == [("exporters.phoenix.base_url", 7, "required when the Phoenix exporter is enabled")]
+    problems = problems_of(MINIMAL + "exporters:\n  phoenix: {base_url: phoenix:6006}\n")
+    assert problems == [("exporters.phoenix.base_url", 7, "must start with http:// or https://")]
+
+    settings = load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: 'http://phoenix:6006'}\n")
+    phoenix = settings.exporters.phoenix
+    assert phoenix.is_enabled
+    assert (phoenix.batch_size, phoenix.timeout_s, phoenix.max_pending, phoenix.span_wait_s) == (
+        100,
+        10.0,
+        10_000,
+        300.0,
+    )
+    assert phoenix.api_key_value({"PHOENIX_API_KEY": "px-key"}) == "px-key"  # from the environment
+    assert phoenix.api_key_value({}) is None
+    keyed = load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: 'http://p:6006', api_key: px-set}\n")
+    assert keyed.exporters.phoenix.api_key_value({"PHOENIX_API_KEY": "other"}) == "px-set"
+    assert "px-set" not in repr(keyed) and "px-set" not in str(keyed.redacted_dict())
+    # an empty ${PHOENIX_URL:-} switches it off
+    assert not load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: ''}\n").exporters.phoenix.is_enabled
+
+
+def test_phoenix_reserves_the_annotation_name_note() -> None:
+    text = MINIMAL.replace("id: sim", "id: note") + "exporters:\n  phoenix: {base_url: 'http://p:6006'}\n"
+    problems = problems_of(text)
+    assert [(path, message) for path, _, message in problems] == [
+        ("scorers[0].id", "Phoenix reserves the annotation name 'note' for notes: rename the scorer")
+    ]
 
 
 # -- ${ENV} ----------------------------------------------------------------------------------------

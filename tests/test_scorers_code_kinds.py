@@ -55,7 +55,7 @@ def test_options_are_validated_with_did_you_mean() -> None:
             options: {referenceTon: calm}
           - id: b
             kind: completeness
-            options: {scale: 10}
+            options: {ignoreCase: true}
           - id: c
             kind: tone
             options: {reference_tone: 3}
@@ -63,7 +63,7 @@ def test_options_are_validated_with_did_you_mean() -> None:
     )
     assert [(path, line) for path, line, _ in problems] == [
         ("scorers[0].options.referenceTon", 5),
-        ("scorers[1].options.scale", 8),
+        ("scorers[1].options.ignoreCase", 8),
         ("scorers[2].options.reference_tone", 11),
     ]
     assert "did you mean 'referenceTone'?" in problems[0][2]

@@ -107,7 +107,8 @@ def test_a_rubric_in_the_configuration() -> None:
         "scorers[0].options.criteria[0].description",
         "scorers[0].options.criteria[0].descripton",
     ]
-    assert found[0][2] == "required key is missing" and "unknown option of kind 'rubric'" in found[1][2]
+    assert found[0][2] == "required key is missing"
+    assert "unknown field of kind 'rubric' (did you mean 'description'?" in found[1][2]
 
 
 def test_answer_similarity_is_refused_live_with_the_reason() -> None:

@@ -2,7 +2,8 @@
 
 For every finished run, in the scored trace:
 
-* one span ``scorer run: '<scorer id>'`` (kind INTERNAL) whose parent is the scored span, rebuilt from the
+* one span ``scorer run: '<scorer id>'`` (OTel kind INTERNAL, OpenInference kind ``EVALUATOR``: Phoenix
+  labels it an evaluator instead of ``UNKNOWN``) whose parent is the scored span, rebuilt from the
   hex ids as a remote ``SpanContext`` marked SAMPLED (a span that reached us through OTLP was sampled, and
   Python's OTLP encoder leaves ``Span.flags`` empty, so the flag cannot be read from the wire). Its times
   are the run's; it carries the loop-guard marker ``scoring_sidecar.internal=true``, the scorer, score
@@ -18,10 +19,10 @@ For every finished run, in the scored trace:
   SHOULD be parented to the evaluated span, which is not ours: a span event can only belong to a span we
   emit. So it is emitted twice: as an OTLP **log record** (``event_name = gen_ai.evaluation.result``) whose
   trace and span ids are the scored span's (the way pydantic-evals parents its evaluation events), sent to
-  the same endpoint (``/v1/logs``, or the gRPC logs service); and as a **span event** on the
-  ``scorer run`` span, for backends that show span events but do not join logs to traces. Turn the log
-  record off (``evaluation_logs=False``) when the receiving pipeline has no logs pipeline: otherwise every
-  log export fails and ``flush`` never confirms.
+  the same endpoint (``/v1/logs``, or the gRPC logs service), when ``evaluation_logs`` is on (off by
+  default: most trace backends take no OTLP logs, docs/otlp-backends.md); and as a **span event** on the
+  ``scorer run`` span, for backends that show span events but do not join logs to traces. A receiver
+  that answers it has no logs signal turns the log records off by itself (``sink``).
 
 Event attributes: ``gen_ai.evaluation.name`` (the scorer name), ``gen_ai.evaluation.score.value`` (scored
 runs only), ``gen_ai.evaluation.explanation`` (the reason; for a not-scorable run, why), ``error.type``
@@ -83,6 +84,8 @@ __all__ = [
     "MAX_EXPLANATION_CHARS",
     "NOT_SCORABLE_REASON",
     "NOT_SCORABLE_STEP",
+    "OI_KIND_EVALUATOR",
+    "OPENINFERENCE_SPAN_KIND",
     "OP_CHAT",
     "RUN_FAILED_STEP",
     "RUN_ID",
@@ -145,6 +148,9 @@ GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"  # not written: see the module doc
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# OpenInference span kind of the run span (Phoenix shows it; OTel's kind stays INTERNAL).
+OPENINFERENCE_SPAN_KIND: Final = names.OPENINFERENCE_SPAN_KIND
+OI_KIND_EVALUATOR: Final = names.OI_KIND_EVALUATOR
 # Span names.
 RUN_SPAN_NAME: Final = "scorer run: '{scorer_id}'"
 JUDGE_SPAN_NAME: Final = "chat {model}"
@@ -198,6 +204,7 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
     target = run.request.target
     attrs: dict[str, AttributeValue] = {
         SIDECAR_INTERNAL: True,
+        OPENINFERENCE_SPAN_KIND: OI_KIND_EVALUATOR,
         SCORER_ID: run.scorer_id,
         SCORER_NAME: run.scorer_name,
         SCORE_ID: run.score_id,

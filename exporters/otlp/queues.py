@@ -9,6 +9,10 @@ was exported, so a runtime that commits after a ``True`` flush never commits pas
 calls ``flush`` again instead of rewinding. The queues are bounded (``max_queued`` items per signal):
 ``submit`` waits for room, which keeps the run in flight so the runtime pauses its consumer. Only items
 put past twice the bound (or after close) are dropped, counted, and fail the next flush.
+
+A queue can be *disabled* (an optional signal the receiver does not take): what it holds is discarded,
+what is put later is ignored, and its flushes confirm at once. Discarded items are counted apart from
+dropped ones: a disabled signal is a decision, not a loss that should fail a flush.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class _ExportQueue(Generic[T]):
         self._next_seq = 0
         self._urgent = False
         self._stopping = False
+        self._disabled = False
         self._dropped_since_flush = 0
         self._thread: threading.Thread | None = None
         self.on_room: Callable[[], None] | None = None  # called from the worker after each export
@@ -74,6 +79,7 @@ class _ExportQueue(Generic[T]):
         self.exported = 0
         self.failed_exports = 0
         self.dropped = 0
+        self.discarded = 0  # held or put after disable()
 
     def start(self) -> None:
         if self._thread is None:
@@ -85,14 +91,33 @@ class _ExportQueue(Generic[T]):
         with self._cond:
             return len(self._queue) + len(self._inflight) + len(self._failed)
 
+    @property
+    def disabled(self) -> bool:
+        return self._disabled
+
+    def disable(self) -> int:
+        """Discard what is held and ignore what comes; returns how many items were discarded. A batch being
+        exported meanwhile is discarded when its export returns."""
+        with self._cond:
+            self._disabled = True
+            discarded = len(self._queue) + len(self._failed)
+            self._queue.clear()
+            self._failed = []
+            self.discarded += discarded
+            self._cond.notify_all()
+            return discarded
+
     def has_room(self, items: int) -> bool:
         """Whether ``items`` more fit (an empty queue takes any number: a run is never refused forever)."""
         with self._cond:
             held = len(self._queue) + len(self._failed)
-            return held == 0 or held + items <= self._max_queued
+            return self._disabled or held == 0 or held + items <= self._max_queued
 
     def put(self, value: T) -> None:
         with self._cond:
+            if self._disabled:
+                self.discarded += 1
+                return
             # submit() waits for room below max_queued: this ceiling is the last resort, never the rule.
             if self._stopping or len(self._queue) + len(self._failed) >= 2 * self._max_queued:
                 self.dropped += 1
@@ -185,6 +210,8 @@ class _ExportQueue(Generic[T]):
             self._inflight = []
             if ok:
                 self.exported += len(batch)
+            elif self._disabled:
+                self.discarded += len(batch)
             else:
                 self.failed_exports += len(batch)
                 self._failed.extend(batch)

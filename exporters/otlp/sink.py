@@ -1,12 +1,27 @@
-"""The OTLP sink itself: the SDK providers and exporters, submit (with backpressure), flush and close."""
+"""The OTLP sink itself: the SDK providers and exporters, submit (with backpressure), flush and close.
+
+Resource: the sidecar's own (``service.name=scoring-sidecar``, the loop guard), plus the scored span's
+resource attributes named in ``resource_attributes`` (a Phoenix project, a deployment environment), so that
+backends which file traces by resource show the scores with their trace whatever arrives first. One SDK
+provider pair per distinct copied set (a few: projects and environments), sharing the export queues.
+
+Signals: traces are at-least-once, always. The evaluation log records are optional: a receiver that
+answers it has no logs signal (HTTP 404/405/415/501, gRPC UNIMPLEMENTED: Tempo, Jaeger, Phoenix,
+Langfuse) turns them off until restart, with one ERROR line, and commits go on. A receiver that refuses the
+traces signal itself (HTTP 401/403, or no such signal: a wrong endpoint) keeps every span, blocks commits
+and says so (``problem``, shown by ``/readyz``), until it takes them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger as APILogger
@@ -36,8 +51,10 @@ from exporters.otlp.mapping import (
     scored_span_context,
 )
 from exporters.otlp.queues import T, _ExportQueue, _QueueLogProcessor, _QueueSpanProcessor
+from exporters.otlp.signals import Signal, SignalAnswer, probe_grpc, probe_http
 from sidecar import __version__
 from sidecar.core import ScoredRun, names
+from sidecar.core.runs import ResourceValue
 
 __all__ = ["OtlpProtocol", "OtlpTraceSink"]
 
@@ -45,6 +62,54 @@ __all__ = ["OtlpProtocol", "OtlpTraceSink"]
 log = logging.getLogger("exporters.otlp")
 
 OtlpProtocol = Literal["grpc", "http/protobuf"]
+
+# Distinct copied resources with providers of their own; the least recently used beyond are closed (their
+# spans already queued are exported all the same).
+MAX_RESOURCES: Final = 256
+# The sidecar's own resource attributes: never copied from the scored span.
+_OWN_RESOURCE: Final = frozenset({SERVICE_NAME, SERVICE_VERSION})
+_PROBE_TIMEOUT_S: Final = 5.0
+
+
+# The SDK's exporters log an ERROR line at every failed export. For the optional log records the sink says
+# what matters itself (a receiver without logs, once; failures kept for the next flush, per flush), so the
+# SDK's lines from the log-export worker thread are left out; those about traces stay.
+_LOG_EXPORT_THREAD: Final = "otlp-export-logs"
+_SDK_EXPORTER_LOGGERS: Final = (
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc._log_exporter",
+    "opentelemetry.exporter.otlp.proto.http._log_exporter",
+)
+
+
+class _WithoutLogExportLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != _LOG_EXPORT_THREAD
+
+
+_LOG_EXPORT_FILTER: Final = _WithoutLogExportLines()
+
+
+def _quiet_sdk_log_exports() -> None:
+    for name in _SDK_EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if _LOG_EXPORT_FILTER not in logger.filters:
+            logger.addFilter(_LOG_EXPORT_FILTER)
+
+
+@dataclass(slots=True)
+class _Emitters:
+    """The SDK providers of one resource, and what the sink emits through them."""
+
+    tracer_provider: TracerProvider
+    tracer: trace.Tracer
+    logger_provider: LoggerProvider | None
+    event_logger: APILogger | None
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        if self.logger_provider is not None:
+            self.logger_provider.shutdown()
 
 
 def _http_base(endpoint: str) -> str:
@@ -64,7 +129,10 @@ class OtlpTraceSink:
     they are never logged). ``timeout_s`` bounds one export including the exporter's own retries.
 
     Uses its own ``TracerProvider`` and ``LoggerProvider`` (never the global ones) with the resource
-    ``service.name=<service_name>``, so the sidecar's own telemetry is never mixed with these spans.
+    ``service.name=<service_name>``, so the sidecar's own telemetry is never mixed with these spans;
+    ``resource_attributes`` names the attributes of the scored span's resource (as ingest kept them in
+    ``SpanTarget.resource_attributes``) copied onto it. ``evaluation_logs`` sends the evaluation event as
+    an OTLP log record too (the receiver must have a logs signal; see the module doc).
     """
 
     name = "otlp"
@@ -77,7 +145,8 @@ class OtlpTraceSink:
         service_name: str = names.SIDECAR_SERVICE_NAME,
         timeout_s: float = 10,
         *,
-        evaluation_logs: bool = True,
+        evaluation_logs: bool = False,
+        resource_attributes: Iterable[str] = (),
         compression: Literal["none", "gzip"] = "gzip",
         max_batch: int = 512,
         schedule_delay_s: float = 0.2,
@@ -91,19 +160,25 @@ class OtlpTraceSink:
         self.service_name = service_name
         self.timeout_s = timeout_s
         self.evaluation_logs = evaluation_logs
+        self.resource_attributes = frozenset(resource_attributes) - _OWN_RESOURCE
         self._compression = compression
         self._max_batch = max_batch
         self._schedule_delay_s = schedule_delay_s
         self._max_queued = max_queued
-        self._tracer_provider: TracerProvider | None = None
         self._span_ids = _ScoreSpanIds()
         self._room = asyncio.Event()
-        self._logger_provider: LoggerProvider | None = None
+        self._base_resource: Resource | None = None
+        self._emitters: OrderedDict[tuple[tuple[str, ResourceValue], ...], _Emitters] = OrderedDict()
         self._span_exporter: SpanExporter | None = None
         self._log_exporter: LogRecordExporter | None = None
+        self._span_queue: _ExportQueue[ReadableSpan] | None = None
+        self._log_queue: _ExportQueue[ReadableLogRecord] | None = None
         self._queues: list[_ExportQueue[ReadableSpan] | _ExportQueue[ReadableLogRecord]] = []
-        self._tracer: trace.Tracer | None = None
-        self._event_logger: APILogger | None = None
+        self._started = False
+        # Signals the receiver refused for good (signal -> what it said), and optional ones turned off.
+        self._refusals: dict[Signal, str] = {}
+        self._disabled: set[Signal] = set()
+        self._state_lock = threading.Lock()
         self.submitted = 0
         self.skipped = 0  # runs whose target ids are invalid (nothing to attach to)
 
@@ -116,6 +191,43 @@ class OtlpTraceSink:
         # Resource.create reads OTEL_RESOURCE_ATTRIBUTES/OTEL_SERVICE_NAME; the service name is forced back:
         # it is half of the loop guard.
         return Resource.create({SERVICE_VERSION: __version__}).merge(Resource({SERVICE_NAME: self.service_name}))
+
+    def _copied(self, run: ScoredRun) -> tuple[tuple[str, ResourceValue], ...]:
+        if not self.resource_attributes:
+            return ()
+        return tuple((k, v) for k, v in run.request.target.resource_attributes if k in self.resource_attributes)
+
+    def _emitters_for(self, copied: tuple[tuple[str, ResourceValue], ...]) -> _Emitters:
+        emitters = self._emitters.get(copied)
+        if emitters is not None:
+            self._emitters.move_to_end(copied)
+            return emitters
+        assert self._base_resource is not None and self._span_queue is not None
+        resource = self._base_resource
+        if copied:  # the scored trace's attributes, under the sidecar's own service name and version
+            own = {k: v for k, v in resource.attributes.items() if k in _OWN_RESOURCE}
+            resource = resource.merge(Resource(dict(copied))).merge(Resource(own))
+        tracer_provider = TracerProvider(
+            resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False, id_generator=self._span_ids
+        )
+        tracer_provider.add_span_processor(_QueueSpanProcessor(self._span_queue))
+        logger_provider: LoggerProvider | None = None
+        event_logger: APILogger | None = None
+        if self._log_queue is not None:
+            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+            logger_provider.add_log_record_processor(_QueueLogProcessor(self._log_queue))
+            event_logger = logger_provider.get_logger(INSTRUMENTATION_SCOPE, __version__)
+        emitters = _Emitters(
+            tracer_provider,
+            tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, __version__),
+            logger_provider,
+            event_logger,
+        )
+        self._emitters[copied] = emitters
+        while len(self._emitters) > MAX_RESOURCES:
+            _, evicted = self._emitters.popitem(last=False)
+            evicted.shutdown()
+        return emitters
 
     def _make_exporters(self) -> tuple[SpanExporter, LogRecordExporter | None]:
         gzip = self._compression == "gzip"
@@ -162,31 +274,28 @@ class OtlpTraceSink:
         )
 
     async def start(self) -> None:
-        if self._tracer_provider is not None:
+        if self._started:
             return
-        resource = self._resource()
+        self._base_resource = self._resource()
         span_exporter, log_exporter = self._make_exporters()
 
         def export_spans(batch: Sequence[ReadableSpan]) -> bool:
-            return span_exporter.export(batch) == SpanExportResult.SUCCESS
+            ok = span_exporter.export(batch) == SpanExportResult.SUCCESS
+            self._after_export("traces", ok)
+            return ok
 
-        span_queue = self._new_queue("spans", export_spans)
-        tracer_provider = TracerProvider(
-            resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False, id_generator=self._span_ids
-        )
-        tracer_provider.add_span_processor(_QueueSpanProcessor(span_queue))
-        self._queues = [span_queue]
+        self._span_queue = self._new_queue("spans", export_spans)
+        self._queues = [self._span_queue]
         if log_exporter is not None:
 
             def export_logs(batch: Sequence[ReadableLogRecord]) -> bool:
-                return log_exporter.export(batch) == LogRecordExportResult.SUCCESS
+                ok = log_exporter.export(batch) == LogRecordExportResult.SUCCESS
+                self._after_export("logs", ok)
+                return ok
 
-            log_queue = self._new_queue("logs", export_logs)
-            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-            logger_provider.add_log_record_processor(_QueueLogProcessor(log_queue))
-            self._logger_provider = logger_provider
-            self._event_logger = logger_provider.get_logger(INSTRUMENTATION_SCOPE, __version__)
-            self._queues.append(log_queue)
+            self._log_queue = self._new_queue("logs", export_logs)
+            self._queues.append(self._log_queue)
+            _quiet_sdk_log_exports()
         loop = asyncio.get_running_loop()
         room = self._room
 
@@ -197,8 +306,80 @@ class OtlpTraceSink:
             queue.on_room = on_room
             queue.start()
         self._span_exporter, self._log_exporter = span_exporter, log_exporter
-        self._tracer_provider = tracer_provider
-        self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
+        self._started = True
+        self._emitters_for(())  # the sidecar's own resource, for runs that copy nothing
+
+    # -- what the receiver says of each signal (export worker threads) --
+
+    @property
+    def problem(self) -> str | None:
+        """Why the receiver will not take the scores' spans as things stand (it refused the traces signal),
+        for ``/readyz``; ``None`` otherwise (a receiver that is down is reported by failed flushes)."""
+        refusal = self._refusals.get("traces")
+        return f"traces refused: {refusal}" if refusal else None
+
+    @property
+    def disabled_signals(self) -> frozenset[str]:
+        """Optional signals turned off because the receiver has none (``logs``)."""
+        return frozenset(self._disabled)
+
+    def _probe(self, signal: Signal) -> SignalAnswer:
+        timeout_s = min(self.timeout_s, _PROBE_TIMEOUT_S)
+        if self.protocol == "grpc":
+            return probe_grpc(self.endpoint, signal, self._headers, timeout_s)
+        return probe_http(_http_base(self.endpoint), signal, self._headers, timeout_s)
+
+    def _key_to_change(self, answer: SignalAnswer) -> str:
+        if answer.verdict == "refused":
+            return "exporters.otlp.headers (the receiver's credentials)"
+        return "exporters.otlp.endpoint and exporters.otlp.protocol"
+
+    def _after_export(self, signal: Signal, ok: bool) -> None:
+        """Called by the export worker after each export of ``signal``: on a failure, ask the receiver what
+        it thinks of the signal (see ``exporters.otlp.signals``) and act on a lasting answer."""
+        if ok:
+            with self._state_lock:
+                refused = self._refusals.pop(signal, None)
+            if refused is not None:
+                log.info("OTLP receiver %s takes %s again", self.endpoint, signal)
+            return
+        answer = self._probe(signal)
+        if signal == "logs" and answer.verdict == "unsupported":
+            self._disable_logs(answer)
+            return
+        if answer.verdict in ("refused", "unsupported"):
+            text = f"{answer.detail} from {answer.where}: check {self._key_to_change(answer)}"
+            with self._state_lock:
+                changed = self._refusals.get(signal) != text
+                self._refusals[signal] = text
+            if changed:
+                log.error(
+                    "OTLP receiver refuses %s (%s); the %s are kept and sent again, nothing is committed past them",
+                    signal,
+                    text,
+                    "scores' spans" if signal == "traces" else "evaluation log records",
+                )
+        elif answer.verdict == "accepted":
+            with self._state_lock:
+                self._refusals.pop(signal, None)
+
+    def _disable_logs(self, answer: SignalAnswer) -> None:
+        queue = self._log_queue
+        with self._state_lock:
+            if "logs" in self._disabled or queue is None:
+                return
+            self._disabled.add("logs")
+            self._refusals.pop("logs", None)
+        discarded = queue.disable()
+        log.error(
+            "OTLP receiver has no logs signal (%s from %s): the gen_ai.evaluation.result log records are off "
+            "until restart (%d discarded) and commits go on; the scores' spans and their span events are "
+            "unaffected. Set exporters.otlp.evaluation_logs: false for this receiver, or send to a Collector "
+            "with a logs pipeline to keep them.",
+            answer.detail,
+            answer.where,
+            discarded,
+        )
 
     # -- the Sink interface --
 
@@ -206,7 +387,7 @@ class OtlpTraceSink:
         """Record the run's spans and event; they are exported in the background. Never raises for the
         receiver; waits while the queues are full (the receiver is slow or down), which keeps the run in
         flight so that the runtime pauses its consumer instead of spans being dropped."""
-        if self._tracer is None:
+        if not self._started:
             raise RuntimeError("OtlpTraceSink is not started")
         scored = scored_span_context(run)
         if scored is None:
@@ -214,12 +395,13 @@ class OtlpTraceSink:
             log.error("scorer run %s has invalid target ids; no span exported", run.score_id)
             return
         await self._wait_for_room(1 + len(_executions(run)))
-        if self._tracer is None:  # closed while waiting
+        if not self._started:  # closed while waiting
             raise RuntimeError("OtlpTraceSink is closed")
         self.submitted += 1
-        self._emit_spans(self._tracer, run, scored)
-        if self._event_logger is not None:
-            self._emit_log_event(self._event_logger, run, scored)
+        emitters = self._emitters_for(self._copied(run))
+        self._emit_spans(emitters.tracer, run, scored)
+        if emitters.event_logger is not None and "logs" not in self._disabled:
+            self._emit_log_event(emitters.event_logger, run, scored)
 
     async def _wait_for_room(self, spans: int) -> None:
         def fits() -> bool:  # the span queue takes the run's spans, the log queue (if any) one event
@@ -311,7 +493,7 @@ class OtlpTraceSink:
     async def close(self, timeout_s: float = 5.0) -> None:
         """Export what is queued (one attempt, within ``timeout_s``) and shut down. Call ``flush`` first to
         know whether everything went out: what fails here is abandoned."""
-        if self._tracer_provider is None:
+        if not self._started:
             return
         await asyncio.to_thread(self._close_sync, timeout_s)
 
@@ -324,15 +506,13 @@ class OtlpTraceSink:
                 exporter.shutdown()
         if not stopped:
             log.warning("OTLP export workers still busy after %.1fs; abandoned", timeout_s)
-        if self._tracer_provider is not None:
-            self._tracer_provider.shutdown()
-        if self._logger_provider is not None:
-            self._logger_provider.shutdown()
-        self._tracer_provider = None
-        self._logger_provider = None
-        self._tracer = None
-        self._event_logger = None
+        for emitters in self._emitters.values():
+            emitters.shutdown()
+        self._emitters.clear()
+        self._started = False
         self._span_exporter = None
         self._log_exporter = None
         self._queues = []
+        self._span_queue = None
+        self._log_queue = None
         self._room.set()  # submitters waiting for room: the sink is closed

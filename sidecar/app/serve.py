@@ -53,7 +53,7 @@ async def run_service(
     service = ScoringService(
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=kafka.group_id,
-        ingest=kafka.ingest_config(kafka.topics[0]),
+        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=_kept_resource_attributes(settings)),
         topics=kafka.topics,
         scorers=assembly.scorers,
         sinks=assembly.sinks,
@@ -69,7 +69,7 @@ async def run_service(
         ),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
-        readiness_checks=(assembly.judges_holding,),
+        readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
         agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
     )
     _resume_judges_on(signal.SIGUSR1, assembly)
@@ -81,6 +81,12 @@ async def run_service(
         if server is not None:
             await server.stop()
         await assembly.aclose()
+
+
+def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
+    """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports."""
+    otlp = settings.exporters.otlp
+    return otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
 
 
 async def _metrics_server(

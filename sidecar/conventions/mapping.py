@@ -23,7 +23,7 @@ from sidecar.conventions.messages import (
 )
 from sidecar.conventions.selection import SpanKind
 from sidecar.core import names
-from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.core.runs import ResourceValue, ScorerRunRequest, SpanTarget
 from sidecar.core.timestamps import iso_millis
 from sidecar.scoring.agent import AgentMessage, AgentRunInput, MessageContent, SystemMessage, TextPart
 
@@ -47,6 +47,7 @@ class SpanView:
     service_name: str | None
     attributes: Mapping[str, Any]
     events: Events = ()
+    resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
 
 
 def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
@@ -193,6 +194,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         agent_name=_opt_str(_first(a, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME)),
         agent_id=_opt_str(_first(a, names.GEN_AI_AGENT_ID, names.MASTRA_LEGACY_AGENT_ID)),
         service_name=view.service_name,
+        resource_attributes=view.resource_attributes,
         model=_opt_str(_first(a, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.LLM_MODEL_NAME)),
         provider=_opt_str(
             _first(a, names.GEN_AI_PROVIDER_NAME, names.GEN_AI_SYSTEM, names.LLM_PROVIDER, names.LLM_SYSTEM)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,7 +13,7 @@ from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
 from sidecar.conventions.selection import Selection, SpanKind, classify, sample_score
 from sidecar.core import names
-from sidecar.core.runs import ScorerRunRequest
+from sidecar.core.runs import ResourceValue, ScorerRunRequest
 
 __all__ = [
     "DEFAULT_SELECTION",
@@ -74,6 +74,17 @@ def _service_name(resource_attributes: Any) -> str | None:
     return None
 
 
+def _kept_resource(resource_attributes: Any, keep: Collection[str]) -> tuple[tuple[str, ResourceValue], ...]:
+    """The resource attributes named in ``keep`` that hold a scalar (string, bool, int, double)."""
+    kept: dict[str, ResourceValue] = {}
+    for kv in resource_attributes:
+        if kv.key in keep:
+            kind = kv.value.WhichOneof("value")
+            if kind in ("string_value", "bool_value", "int_value", "double_value"):
+                kept[kv.key] = getattr(kv.value, kind)
+    return tuple(kept.items())
+
+
 def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
     return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.CONTENT_EVENT_NAMES)
 
@@ -86,7 +97,13 @@ def _sampled(flags: int) -> bool:
     return bool(trace_flags & 0x01) if trace_flags else True
 
 
-def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[str, Any]) -> SpanView:
+def _view(
+    span: Span,
+    kind: SpanKind,
+    service: str | None,
+    attributes: Mapping[str, Any],
+    resource: tuple[tuple[str, ResourceValue], ...] = (),
+) -> SpanView:
     parent = span.parent_span_id
     return SpanView(
         trace_id=span.trace_id.hex(),
@@ -100,6 +117,7 @@ def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[s
         service_name=service,
         attributes=attributes,
         events=_events(span) if span.events else (),
+        resource_attributes=resource,
     )
 
 
@@ -139,16 +157,27 @@ def admit(span: Span, *, own_span: bool, service: str | None, selection: Selecti
     return SpanAdmission("ok", attributes=attributes)
 
 
-def span_view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[str, Any]) -> SpanView:
-    return _view(span, kind, service, attributes)
+def span_view(
+    span: Span,
+    kind: SpanKind,
+    service: str | None,
+    attributes: Mapping[str, Any],
+    resource: tuple[tuple[str, ResourceValue], ...] = (),
+) -> SpanView:
+    return _view(span, kind, service, attributes, resource)
 
 
 def spans_to_runs(
-    traces: TracesData | ExportTraceServiceRequest, selection: Selection = DEFAULT_SELECTION
+    traces: TracesData | ExportTraceServiceRequest,
+    selection: Selection = DEFAULT_SELECTION,
+    *,
+    resource_attributes: Collection[str] = (),
 ) -> MappingResult:
     """Every selected span of ``traces`` as a scorer run, or as a reject with its reason.
 
-    Never raises on span content: malformed content becomes a :class:`SpanReject`.
+    ``resource_attributes``: resource attribute names whose (scalar) values each run keeps
+    (``SpanTarget.resource_attributes``). Never raises on span content: malformed content becomes a
+    :class:`SpanReject`.
     """
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
@@ -157,6 +186,7 @@ def spans_to_runs(
     kinds = selection.kinds
     for resource_spans in traces.resource_spans:
         service = _service_name(resource_spans.resource.attributes)
+        resource: tuple[tuple[str, ResourceValue], ...] | None = None  # read once per resource, when needed
         for scope_spans in resource_spans.scope_spans:
             spans = scope_spans.spans
             seen += len(spans)
@@ -172,7 +202,13 @@ def spans_to_runs(
                 if admission.attributes is None:
                     skipped[admission.verdict] += 1
                     continue
-                view = _view(span, kind, service, admission.attributes)
+                if resource is None:
+                    resource = (
+                        _kept_resource(resource_spans.resource.attributes, resource_attributes)
+                        if resource_attributes
+                        else ()
+                    )
+                view = _view(span, kind, service, admission.attributes, resource)
                 try:
                     run = map_span(view)
                 except _MAPPING_ERRORS as exc:

@@ -75,6 +75,10 @@ class ServiceObserver:
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         """One checkpoint flush of a sink: whether it confirmed its exports, and the runtime's verdict on it."""
 
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        """A sink gave up on ``n`` items, each logged with its score id: the destination can never take them
+        (``rejected``), or the span they attach to never reached it (``span_not_found``)."""
+
 
 class Observers(ServiceObserver):
     """Fans every event out to each observer in turn; a listener that raises is logged and skipped."""
@@ -130,3 +134,6 @@ class Observers(ServiceObserver):
 
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         self._emit("exporter_flushed", name, confirmed=confirmed, up=up)
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        self._emit("exporter_dropped", name, reason, n)

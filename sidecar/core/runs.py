@@ -8,11 +8,13 @@ from pydantic import BaseModel, ConfigDict
 
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
-__all__ = ["ReadyReason", "RunAssembly", "ScorerRunRequest", "SpanTarget"]
+__all__ = ["ReadyReason", "ResourceValue", "RunAssembly", "ScorerRunRequest", "SpanTarget"]
 
 # Why a buffered trace was scored: its root span arrived and no span came for `idle_s`; `max_wait_s` passed
 # since its first span; it outgrew the per-trace bound (scored from what arrived).
 ReadyReason = Literal["root_idle", "max_wait", "evicted"]
+# A resource attribute kept with a run: OTLP scalars only (arrays and maps are not kept).
+ResourceValue = str | bool | int | float
 
 
 class SpanTarget(BaseModel):
@@ -35,6 +37,9 @@ class SpanTarget(BaseModel):
     output_tokens: int | None = None
     end_time_unix_nano: int = 0
     sampled: bool = True
+    # The scored span's resource attributes that ingest was told to keep (IngestConfig.resource_attributes),
+    # in the resource's order: the OTLP exporter copies them onto the resource of the run's spans.
+    resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
 
 
 class RunAssembly(BaseModel):

@@ -23,6 +23,8 @@ class IngestConfig(BaseModel):
     dead_letter_topic: str = "otlp_spans.dead_letter"
     max_record_bytes: int = Field(default=1024 * 1024, gt=0)
     selection: Selection = Selection()
+    # Resource attributes of the scored span that each run keeps (the OTLP exporter copies them).
+    resource_attributes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +46,7 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         traces = decode_traces(value, config.encoding)
     except TraceDecodeError as exc:
         return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]),))
-    result = spans_to_runs(traces, config.selection)
+    result = spans_to_runs(traces, config.selection, resource_attributes=config.resource_attributes)
     letters = tuple(
         DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
     )
@@ -84,7 +86,7 @@ def process_record_multi(
     letters: dict[tuple[str, str, str], DeadLetter] = {}
     spans_seen = 0
     for selection in selections:
-        result = spans_to_runs(traces, selection)
+        result = spans_to_runs(traces, selection, resource_attributes=config.resource_attributes)
         runs.append(result.runs)
         skipped.append(result.skipped)
         spans_seen = max(spans_seen, result.spans_seen)

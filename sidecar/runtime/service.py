@@ -143,9 +143,9 @@ class ScoringService:
         if not self.ready:
             return False, "joining the consumer group"
         down = self._checkpoints.sinks_down() if self._checkpoints is not None else []
-        if down:
-            return False, f"exporter not confirming exports: {', '.join(down)}"
         problems = [problem for check in self._readiness_checks if (problem := check())]
+        if down:
+            problems.insert(0, f"exporter not confirming exports: {', '.join(down)}")
         if problems:
             return False, "; ".join(problems)
         return True, "ready"

@@ -10,10 +10,11 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -45,6 +46,7 @@ __all__ = [
     "KafkaSecuritySettings",
     "KafkaSettings",
     "OtlpExporterSettings",
+    "PhoenixExporterSettings",
     "PrometheusExporterSettings",
     "RuntimeSettings",
     "ScorerSettings",
@@ -212,13 +214,16 @@ class KafkaSettings(_Frozen):
         """aiokafka producer keyword arguments beyond bootstrap_servers (secrets included)."""
         return {"client_id": self.client_id, **self.security.client_options()}
 
-    def ingest_config(self, topic: str, selection: Selection | None = None) -> IngestConfig:
+    def ingest_config(
+        self, topic: str, selection: Selection | None = None, *, resource_attributes: Iterable[str] = ()
+    ) -> IngestConfig:
         return IngestConfig(
             topic=topic,
             encoding=self.encoding,
             dead_letter_topic=self.dead_letter_topic,
             max_record_bytes=self.max_record_bytes,
             selection=selection if selection is not None else Selection(),
+            resource_attributes=frozenset(resource_attributes),
         )
 
 
@@ -435,6 +440,18 @@ class PrometheusExporterSettings(_Frozen):
     port: int = Field(default=9464, ge=0, le=65535)  # /metrics, /healthz, /readyz
 
 
+# Resource attributes by which backends file a trace (Phoenix projects, Langfuse environments, Datadog env):
+# copied from the scored span's resource onto the scores' spans, so they land beside the trace.
+DEFAULT_COPIED_RESOURCE_ATTRIBUTES: tuple[str, ...] = (
+    "openinference.project.name",
+    "deployment.environment",
+    "deployment.environment.name",
+    "service.namespace",
+)
+# The sidecar's own resource: never taken from the scored span (service.name is half of the loop guard).
+_OWN_RESOURCE_ATTRIBUTES = frozenset({"service.name", "service.version"})
+
+
 class OtlpExporterSettings(_Frozen):
     """Scorer-run spans and evaluation events to an OTLP receiver. Enabled when an endpoint is set."""
 
@@ -443,20 +460,34 @@ class OtlpExporterSettings(_Frozen):
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
     headers: dict[str, SecretStr] = Field(default_factory=dict)  # e.g. authorization: "Bearer ${OTLP_TOKEN}"
     timeout_s: float = Field(default=10.0, gt=0)
-    evaluation_logs: bool = True
+    # The gen_ai.evaluation.result log records (/v1/logs): off, since most trace backends take no OTLP logs
+    # (docs/otlp-backends.md); a receiver that answers it has no logs signal turns them off by itself.
+    evaluation_logs: bool = False
+    resource_attributes: tuple[str, ...] = DEFAULT_COPIED_RESOURCE_ATTRIBUTES
 
     _unset = field_validator("endpoint", mode="before")(_empty_is_unset)
 
+    @field_validator("resource_attributes", mode="before")
+    @classmethod
+    def _one_attribute(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _endpoint_when_enabled(self) -> OtlpExporterSettings:
+        problems: list[InitErrorDetails] = []
         if self.enabled and not self.endpoint:
-            raise ValidationError.from_exception_data(
-                type(self).__name__, [_problem(("endpoint",), "required when the OTLP exporter is enabled")]
-            )
+            problems.append(_problem(("endpoint",), "required when the OTLP exporter is enabled"))
         if self.endpoint is not None and not re.match(r"^https?://", self.endpoint):
-            raise ValidationError.from_exception_data(
-                type(self).__name__, [_problem(("endpoint",), "must start with http:// or https://")]
-            )
+            problems.append(_problem(("endpoint",), "must start with http:// or https://"))
+        for i, name in enumerate(self.resource_attributes):
+            if not name.strip():
+                problems.append(_problem(("resource_attributes", i), "must not be empty"))
+            elif name in _OWN_RESOURCE_ATTRIBUTES:
+                problems.append(
+                    _problem(("resource_attributes", i), f"{name} is the sidecar's own (the loop guard); not copied")
+                )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
     @property
@@ -475,10 +506,54 @@ class KafkaScoresExporterSettings(_Frozen):
     max_pending_records: int = Field(default=10_000, ge=1)
 
 
+PHOENIX_API_KEY_ENV = "PHOENIX_API_KEY"
+PHOENIX_RESERVED_ANNOTATION_NAME = "note"  # POST /v1/span_annotations answers 400 for it
+
+
+class PhoenixExporterSettings(_Frozen):
+    """Scores as Arize Phoenix span annotations (REST API). Enabled when a base URL is set."""
+
+    enabled: bool | None = None  # None: enabled iff base_url is set
+    base_url: str | None = None  # Phoenix's address, e.g. http://phoenix:6006 (the REST API is under /v1)
+    api_key: SecretStr | None = None  # unset: the PHOENIX_API_KEY environment variable, if any
+    batch_size: int = Field(default=100, ge=1, le=1000)  # annotations per request
+    timeout_s: float = Field(default=10.0, gt=0)  # one request
+    max_pending: int = Field(default=10_000, ge=1)  # unconfirmed annotations held before runs wait
+    # How long an annotation waits for its span to reach Phoenix (the trace may arrive after the score),
+    # from Phoenix's first "no such span": then it is dropped, logged and counted.
+    span_wait_s: float = Field(default=300.0, ge=0)
+
+    _unset = field_validator("base_url", "api_key", mode="before")(_empty_is_unset)
+
+    @model_validator(mode="after")
+    def _base_url_when_enabled(self) -> PhoenixExporterSettings:
+        if self.enabled and not self.base_url:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("base_url",), "required when the Phoenix exporter is enabled")]
+            )
+        if self.base_url is not None and not re.match(r"^https?://[^/]", self.base_url):
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("base_url",), "must start with http:// or https://")]
+            )
+        return self
+
+    @property
+    def is_enabled(self) -> bool:
+        return bool(self.base_url) if self.enabled is None else self.enabled
+
+    def api_key_value(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key in clear (the setting, else ``PHOENIX_API_KEY``), for the exporter. Never log it."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        env = os.environ if environ is None else environ
+        return env.get(PHOENIX_API_KEY_ENV) or None
+
+
 class ExportersSettings(_Frozen):
     prometheus: PrometheusExporterSettings = PrometheusExporterSettings()
     otlp: OtlpExporterSettings = OtlpExporterSettings()
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
+    phoenix: PhoenixExporterSettings = PhoenixExporterSettings()
 
 
 class _Provenance:
@@ -572,6 +647,15 @@ class Settings(EvalSettings):
                 problems.append(
                     _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
                 )
+        if self.exporters.phoenix.is_enabled:
+            for i, scorer in enumerate(self.scorers):
+                if scorer.id == PHOENIX_RESERVED_ANNOTATION_NAME:
+                    problems.append(
+                        _problem(
+                            ("scorers", i, "id"),
+                            "Phoenix reserves the annotation name 'note' for notes: rename the scorer",
+                        )
+                    )
         topic = self.exporters.kafka_scores.topic
         if self.exporters.kafka_scores.enabled and (
             topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
