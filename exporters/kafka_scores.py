@@ -112,7 +112,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     run_id = dumped.pop("runId")
     score = dumped.pop("score")
     reason = dumped.pop("reason", None)
-    metadata = {
+    metadata: dict[str, Any] = {
         "agentName": target.agent_name,
         "agentId": target.agent_id,
         "serviceName": target.service_name,
@@ -122,7 +122,13 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
         "convention": target.convention or None,
         "scorerFingerprint": run.scorer_fingerprint,
         "sidecarVersion": __version__,
+        "scope": run.request.scope,
+        # Parts the scorer reads that the run lacked: the score judged the rest (absent when none).
+        "missing": list(run.missing) or None,
     }
+    assembly = run.request.assembly
+    if assembly is not None:
+        metadata["trace"] = assembly.model_dump(mode="json", by_alias=True, exclude_none=True)
     return {
         **score_record_head(run, score, reason),
         # The score span lives in the scored trace (SPEC §4, OTel output).

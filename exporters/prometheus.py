@@ -30,6 +30,7 @@ from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.deadletters import DeadLetterReason
 from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
+from sidecar.core.runs import ReadyReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall, JudgeCallOutcome
@@ -114,6 +115,10 @@ SCORE_LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     300.0,
     600.0,
 )
+
+# First span → trace ready: idle_s (a few seconds) plus the trace's own length, up to max_wait_s.
+TRACE_WAIT_BUCKETS: Final[tuple[float, ...]] = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+TRACE_READY_REASONS: Final[tuple[ReadyReason, ...]] = ("root_idle", "max_wait", "evicted")
 
 
 def judge_model_label(model: JudgeModel | str, provider: str | None = None) -> str:
@@ -362,6 +367,42 @@ class SidecarMetrics(ServiceObserver):
             ["reason"],
             registry=r,
         )
+        # -- whole traces (scope: trace) -----------------------------------------------------------
+        self.traces_buffered = Gauge(
+            f"{p}_traces_buffered", "Traces waiting to be done before their trace-scope runs start.", registry=r
+        )
+        self.trace_buffer_bytes = Gauge(
+            f"{p}_trace_buffer_bytes", "Encoded size of the buffered traces' spans.", registry=r
+        )
+        self.traces_ready = Counter(
+            f"{p}_traces_ready",
+            "Buffered traces taken out to be scored, by why: root_idle (root ended, then quiet for idle_s), "
+            "max_wait (max_wait_s since the first span: scored incomplete), evicted (past max_trace_bytes).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in TRACE_READY_REASONS:
+            self.traces_ready.labels(reason=reason)
+        self.trace_assembly_wait = Histogram(
+            f"{p}_trace_assembly_wait_seconds",
+            "Time from a trace's first span arriving to the trace being taken out to be scored.",
+            ["reason"],
+            buckets=TRACE_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.late_spans_total = Counter(
+            f"{p}_late_spans",
+            "Spans that arrived for a trace the trace-scope scorer had already scored (not scored again).",
+            ["scorer"],
+            registry=r,
+        )
+        self.degraded_runs = Counter(
+            f"{p}_degraded_runs",
+            "Runs scored without a part the scorer reads (missing: input, output, system, comma-separated): "
+            "the score judged the rest.",
+            ["scorer", "agent", "missing"],
+            registry=r,
+        )
         self._dead_letters = _DeadLetterCollector(f"{p}_dead_letters")
         r.register(self._dead_letters)
 
@@ -378,11 +419,16 @@ class SidecarMetrics(ServiceObserver):
         """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
         self._scales[scorer] = _check_scale(scale)
 
-    def register_scorer(self, scorer: str, *, kind: str, direction: str, scale: float = 1.0) -> None:
-        """A configured scorer: its info series (kind, direction) and its scale."""
+    def register_scorer(
+        self, scorer: str, *, kind: str, direction: str, scale: float = 1.0, scope: str = "span"
+    ) -> None:
+        """A configured scorer: its info series (kind, direction) and its scale; a trace-scope scorer's late
+        spans at 0."""
         _check(direction, ("higher", "lower"), "score direction")
         self.set_scorer_scale(scorer, scale)
         self.scorer_info.labels(scorer=scorer, kind=kind, direction=direction).set(1)
+        if scope == "trace":
+            self._child(self.late_spans_total, scorer)
 
     def scale_for(self, scorer: str) -> float:
         return self._scales.get(scorer, 1.0)
@@ -456,6 +502,8 @@ class SidecarMetrics(ServiceObserver):
         if run.outcome == "scored" and run.result is not None and run.result.score is not None:
             self.observe_score(scorer, agent, run.result.score, trace_id=target.trace_id)
             self.observe_score_latency(scorer, target.end_time_unix_nano, trace_id=target.trace_id)
+        if run.degraded:
+            self._child(self.degraded_runs, scorer, agent, ",".join(run.missing)).inc()
 
     # -- judge ----------------------------------------------------------------------------------------
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
@@ -587,6 +635,17 @@ class SidecarMetrics(ServiceObserver):
 
     def judge_state_changed(self, judge: str, state: str) -> None:
         self.set_judge_state(judge, state)  # type: ignore[arg-type]
+
+    def trace_buffer(self, traces: int, span_bytes: int) -> None:
+        self.traces_buffered.set(traces)
+        self.trace_buffer_bytes.set(span_bytes)
+
+    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
+        self._child(self.traces_ready, reason).inc()
+        self._child(self.trace_assembly_wait, reason).observe(max(0.0, waited_s))
+
+    def late_spans(self, scorer: str, n: int) -> None:
+        self._child(self.late_spans_total, scorer).inc(n)
 
     def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
         self.set_judge_spend(judge, spent_usd, cap_usd)

@@ -63,7 +63,7 @@ def test_example_config_is_valid_and_builds(monkeypatch: pytest.MonkeyPatch) -> 
     assert settings.judges["default"].api_key is None  # ${OPENAI_API_KEY:-} → empty → unset
     assert not settings.exporters.otlp.is_enabled
     scorers = build_scorers(settings)
-    assert list(scorers) == ["prompt-alignment", "echo-similarity"]
+    assert list(scorers) == ["prompt-alignment", "echo-similarity", "tool-use"]
     selection = settings.scorers[0].selection()
     assert selection.sample_rate == 0.25
     assert selection.agents.allows("support-bot") and not selection.agents.allows("support-canary")
@@ -662,7 +662,7 @@ def test_cli_validate_ok() -> None:
     done = run_cli("validate", "--config", str(EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "config OK: 2 scorers (prompt-alignment, echo-similarity), 1 judges (default), topics (otlp_spans)"
+        "config OK: 3 scorers (prompt-alignment, echo-similarity, tool-use), 1 judges (default), topics (otlp_spans)"
     )
 
 
@@ -686,3 +686,40 @@ def test_cli_validate_in_process(capsys: pytest.CaptureFixture[str], tmp_path: P
     path.write_text(MINIMAL)
     assert main(["validate", "--config", str(path)]) == 0
     assert capsys.readouterr().out.startswith("config OK: 1 scorers (sim), 0 judges (none), topics (otlp_spans)")
+
+
+# -- whole-trace scope -----------------------------------------------------------------------------
+
+
+def test_trace_scope_defaults_and_bounds() -> None:
+    settings = load_settings(
+        yaml_text(
+            """
+            kafka: {bootstrap_servers: localhost:9092}
+            scorers:
+              - {id: sim, kind: content-similarity}
+              - {id: whole, kind: content-similarity, targets: {scope: trace}}
+            runtime: {trace_buffer: {idle_s: 2}}
+            """
+        ),
+        environ={},
+    )
+    assert [s.targets.scope for s in settings.scorers] == ["span", "trace"]
+    buffer = settings.runtime.trace_buffer
+    assert (buffer.idle_s, buffer.max_wait_s, buffer.max_traces) == (2, 120, 20_000)
+
+
+def test_trace_scope_assembles_agent_spans_only_and_max_wait_covers_idle() -> None:
+    found = problems_of(
+        """
+        kafka: {bootstrap_servers: localhost:9092}
+        scorers:
+          - {id: calls, kind: content-similarity, targets: {kinds: [inference], scope: trace}}
+        runtime: {trace_buffer: {idle_s: 10, max_wait_s: 5}}
+        """
+    )
+    assert [(path, line) for path, line, _ in found] == [
+        ("scorers[0].targets.kinds", 3),
+        ("runtime.trace_buffer.max_wait_s", 4),
+    ]
+    assert "kinds must be [agent]" in found[0][2] and found[1][2] == "must be at least idle_s"

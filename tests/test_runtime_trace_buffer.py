@@ -98,3 +98,49 @@ def test_bytes_and_records_add_up_and_each_span_counts_once(arrivals: list[tuple
     for trace in buffer.drop_partitions([0]):
         assert len(trace.spans) == len(seen) and trace.records == set(range(len(arrivals)))
     assert buffer.bytes == 0
+
+
+def test_a_full_buffer_gives_up_the_oldest_trace_holding_what_prefer_accepts() -> None:
+    clock = Clock()
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=2, max_wait_s=60, clock=clock)
+    ids = [bytes([i]) * 16 for i in range(1, 4)]
+    for offset, trace_id in enumerate(ids):
+        buffer.add(0, offset, trace_id, [span(offset + 10, parent=1)])
+    taken = buffer.take_oldest(prefer=lambda t: t.trace_id == ids[1])
+    assert taken is not None and taken.trace_id == ids[1] and len(buffer) == 2
+    oldest = buffer.take_oldest(prefer=lambda t: False)  # nothing preferred: the oldest
+    assert oldest is not None and oldest.trace_id == ids[0]
+    assert buffer.take_oldest() is not None and buffer.take_oldest() is None
+
+
+def test_a_trace_taken_out_without_a_run_starts_anew_and_is_marked_cut_short() -> None:
+    clock = Clock()
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=2, max_wait_s=60, clock=clock)
+    buffer.add(0, 1, TRACE, [span(3, parent=2)])
+    taken = buffer.take_oldest()
+    assert taken is not None and not taken.cut_short
+    buffer.forget(taken)  # the runtime found no agent span in it
+    assert buffer.add(0, 2, TRACE, [span(2, parent=1), span(1)]) == "buffered"  # not late
+    clock.now += 3
+    [(again, reason)] = buffer.due()
+    assert reason == "root_idle" and again.cut_short and again.records == {2}
+    assert buffer.add(0, 3, TRACE, [span(4, parent=1)]) == "late"  # scored this time
+
+
+def test_revoking_a_partition_forgets_what_was_scored_there() -> None:
+    """Its records are read again (by this consumer if the partition comes back): not late, assembled anew."""
+    clock = Clock()
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=1, max_wait_s=60, clock=clock)
+    buffer.add(0, 1, TRACE, [span(1)])
+    clock.now += 2
+    assert len(buffer.due()) == 1
+    buffer.drop_partitions([0])
+    assert buffer.add(0, 1, TRACE, [span(1)]) == "buffered"
+
+
+def test_the_same_trace_id_on_two_partitions_is_two_traces() -> None:
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=1, max_wait_s=60, clock=Clock())
+    buffer.add(0, 1, TRACE, [span(1)])
+    buffer.add(1, 1, TRACE, [span(2, parent=1)])
+    assert len(buffer) == 2
+    assert [t.partition for t in buffer.drop_partitions([1])] == [1] and len(buffer) == 1

@@ -117,6 +117,13 @@ RUN_OUTCOME: Final = "scoring_sidecar.run.outcome"  # scored | failed | not_scor
 RUN_FAILED_STEP: Final = "scoring_sidecar.run.failed_step"
 NOT_SCORABLE_STEP: Final = "scoring_sidecar.not_scorable.step"
 NOT_SCORABLE_REASON: Final = "scoring_sidecar.not_scorable.reason"
+# What was judged: span (one span's attributes) or trace (the agent span with its descendants); for trace
+# scope, whether the trace was done (root ended, then quiet) and why it was taken; the parts the scorer reads
+# that the run lacked (the score judged the rest).
+RUN_SCOPE: Final = "scoring_sidecar.run.scope"
+RUN_TRACE_COMPLETE: Final = "scoring_sidecar.run.trace_complete"
+RUN_READY_REASON: Final = "scoring_sidecar.run.ready_reason"
+RUN_MISSING: Final = "scoring_sidecar.run.missing"
 AGENT_NAME: Final = "scoring_sidecar.agent.name"  # the scored agent (not gen_ai.agent.name: we are not it)
 JUDGE_EXECUTION_COUNT: Final = "scoring_sidecar.judge.execution_count"
 JUDGE_ESTIMATED_COST_USD: Final = "scoring_sidecar.judge.estimated_cost_usd"  # sum over executions
@@ -211,7 +218,14 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
         RUN_OUTCOME: run.outcome,
         AGENT_NAME: target.agent_name or run.agent_label,
         GEN_AI_EVALUATION_NAME: run.scorer_name,
+        RUN_SCOPE: run.request.scope,
     }
+    assembly = run.request.assembly
+    if assembly is not None:
+        attrs[RUN_TRACE_COMPLETE] = assembly.complete
+        attrs[RUN_READY_REASON] = assembly.ready_reason
+    if run.missing:
+        attrs[RUN_MISSING] = list(run.missing)
     result = run.result
     if result is not None:
         attrs[RUN_ID] = result.run_id

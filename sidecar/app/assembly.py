@@ -134,12 +134,15 @@ def assemble(
         own = judges[scorer_settings.judge] if scorer_settings.judge is not None else None
         # The scorer's own judge first: two judges declared alike still each get their own gate.
         clients = [*([own.client] if own else []), *(j.client for j in judges.values() if j is not own)]
+        kind = kind_for(scorer_settings)
         scorers.append(
             ConfiguredScorer(
                 scorer=built[scorer_settings.id].bind(*clients),
                 selection=scorer_settings.selection(),
                 scale=scorer_settings.scale,
                 judge_model=own.label if own is not None else None,
+                scope=scorer_settings.targets.scope,
+                needs=kind.needs_given(scorer_settings.options) if kind is not None else frozenset(),
             )
         )
     annotator_kinds: dict[str, AnnotatorKind] = {
@@ -158,6 +161,7 @@ def assemble(
                 kind=kind.name if kind is not None else "python",
                 direction=kind.direction if kind is not None else "higher",
                 scale=configured.scale,
+                scope=configured.scope,
             )
         for sink in destinations:
             drop_reasons: tuple[str, ...] = ()

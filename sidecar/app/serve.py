@@ -19,6 +19,7 @@ from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.service import RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
+from sidecar.runtime.trace_buffer import TraceBufferLimits
 
 __all__ = ["run_service", "serve"]
 
@@ -66,6 +67,13 @@ async def run_service(
             revoke_timeout_s=runtime.revoke_timeout_s,
             run_timeout_s=runtime.run_timeout_s,
             max_poll_records=kafka.max_poll_records,
+            trace_buffer=TraceBufferLimits(
+                idle_s=runtime.trace_buffer.idle_s,
+                max_wait_s=runtime.trace_buffer.max_wait_s,
+                max_traces=runtime.trace_buffer.max_traces,
+                max_bytes=runtime.trace_buffer.max_bytes,
+                max_trace_bytes=runtime.trace_buffer.max_trace_bytes,
+            ),
         ),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),

@@ -23,6 +23,7 @@ __all__ = [
     "SpanAdmission",
     "SpanReject",
     "admit",
+    "kept_resource",
     "service_name_of",
     "span_view",
     "spans_to_runs",
@@ -74,7 +75,7 @@ def _service_name(resource_attributes: Any) -> str | None:
     return None
 
 
-def _kept_resource(resource_attributes: Any, keep: Collection[str]) -> tuple[tuple[str, ResourceValue], ...]:
+def kept_resource(resource_attributes: Any, keep: Collection[str]) -> tuple[tuple[str, ResourceValue], ...]:
     """The resource attributes named in ``keep`` that hold a scalar (string, bool, int, double)."""
     kept: dict[str, ResourceValue] = {}
     for kv in resource_attributes:
@@ -204,7 +205,7 @@ def spans_to_runs(
                     continue
                 if resource is None:
                     resource = (
-                        _kept_resource(resource_spans.resource.attributes, resource_attributes)
+                        kept_resource(resource_spans.resource.attributes, resource_attributes)
                         if resource_attributes
                         else ()
                     )

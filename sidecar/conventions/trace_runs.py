@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,9 +32,17 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from sidecar.conventions.attributes import attributes_dict, unflatten
 from sidecar.conventions.mapping import map_span
 from sidecar.conventions.selection import Selection, classify
-from sidecar.conventions.spans import MappingResult, SkipCounts, SpanReject, admit, service_name_of, span_view
+from sidecar.conventions.spans import (
+    MappingResult,
+    SkipCounts,
+    SpanReject,
+    admit,
+    kept_resource,
+    service_name_of,
+    span_view,
+)
 from sidecar.core import names
-from sidecar.core.runs import ReadyReason, RunAssembly, ScorerRunRequest, SpanTarget
+from sidecar.core.runs import ReadyReason, ResourceValue, RunAssembly, ScorerRunRequest, SpanTarget
 from sidecar.scoring.agent import (
     AgentMessage,
     AgentRunInput,
@@ -59,10 +67,13 @@ _RETRIEVAL_DOCUMENTS = "retrieval.documents"
 
 @dataclass(frozen=True, slots=True)
 class TraceSpan:
-    """A span of a buffered trace, with its resource's ``service.name``."""
+    """A span of a buffered trace, with its resource's ``service.name`` (and the resource attributes ingest
+    keeps), and the offset of the record that brought it (for a dead letter naming its source)."""
 
     span: Span
     service: str | None
+    resource: tuple[tuple[str, ResourceValue], ...] = ()
+    offset: int = -1
 
 
 @dataclass(slots=True)
@@ -194,7 +205,7 @@ def _answer(
 
 
 def _assemble(
-    node: _Node, base: ScorerRunRequest | None, own_runs: set[bytes], ready_reason: ReadyReason
+    node: _Node, base: ScorerRunRequest | None, own_runs: set[bytes], ready_reason: ReadyReason, complete: bool
 ) -> ScorerRunRequest | None:
     llm_runs: list[ScorerRunRequest] = []
     calls: list[ToolInvocation] = []
@@ -256,7 +267,7 @@ def _assemble(
     usage_in = [r.target.input_tokens for r in llm_runs if r.target.input_tokens is not None]
     usage_out = [r.target.output_tokens for r in llm_runs if r.target.output_tokens is not None]
     assembly = RunAssembly(
-        complete=ready_reason == "root_idle",
+        complete=complete,
         ready_reason=ready_reason,
         spans=spans,
         llm_calls=len(llm_runs),
@@ -271,7 +282,8 @@ def _assemble(
 
 def _map(node: _Node) -> ScorerRunRequest | None:
     kind = node.kind if node.kind in ("agent", "inference") else "inference"
-    view = span_view(node.item.span, kind, node.item.service, attributes_dict(node.item.span.attributes))  # type: ignore[arg-type]
+    item = node.item
+    view = span_view(item.span, kind, item.service, attributes_dict(item.span.attributes), item.resource)  # type: ignore[arg-type]
     try:
         return map_span(view)
     except _MAPPING_ERRORS:
@@ -303,11 +315,17 @@ def _target(node: _Node) -> SpanTarget:
         agent_name=str(agent) if agent is not None else None,
         service_name=node.item.service,
         end_time_unix_nano=span.end_time_unix_nano,
+        resource_attributes=node.item.resource,
     )
 
 
-def trace_runs(spans: Sequence[TraceSpan], selection: Selection, *, ready_reason: ReadyReason) -> MappingResult:
-    """A run per selected agent span of one trace, each over its own subtree. Never raises on content."""
+def trace_runs(
+    spans: Sequence[TraceSpan], selection: Selection, *, ready_reason: ReadyReason, complete: bool | None = None
+) -> MappingResult:
+    """A run per selected agent span of one trace, each over its own subtree. Never raises on content.
+
+    ``complete``: whether ``spans`` are the whole trace (default: ready because its root ended, then quiet)."""
+    whole = ready_reason == "root_idle" if complete is None else complete
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
     skipped = {"internal": 0, "filtered": 0, "sampled_out": 0, "no_content": 0}
@@ -325,14 +343,14 @@ def trace_runs(spans: Sequence[TraceSpan], selection: Selection, *, ready_reason
             chosen.append((node, admission.attributes))
     own_runs = {node.item.span.span_id for node, _ in chosen}
     for node, attributes in chosen:
-        view = span_view(node.item.span, "agent", node.item.service, attributes)
+        view = span_view(node.item.span, "agent", node.item.service, attributes, node.item.resource)
         try:
             base = map_span(view)
         except _MAPPING_ERRORS as exc:
             detail = f"{exc.__class__.__name__}: {exc}"[:300]
             rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
             continue
-        run = _assemble(node, base, own_runs, ready_reason)
+        run = _assemble(node, base, own_runs, ready_reason, whole)
         if run is None:
             skipped["no_content"] += 1
         else:
@@ -340,12 +358,17 @@ def trace_runs(spans: Sequence[TraceSpan], selection: Selection, *, ready_reason
     return MappingResult(runs=tuple(runs), rejects=tuple(rejects), skipped=SkipCounts(**skipped), spans_seen=len(nodes))
 
 
-def group_by_trace(traces: Any) -> dict[bytes, list[TraceSpan]]:
-    """The spans of a decoded ``TracesData`` / ``ExportTraceServiceRequest`` by trace id, with their service."""
+def group_by_trace(
+    traces: Any, *, resource_attributes: Collection[str] = (), offset: int = -1
+) -> dict[bytes, list[TraceSpan]]:
+    """The spans of a decoded ``TracesData`` / ``ExportTraceServiceRequest`` by trace id, with their service
+    (and the ``resource_attributes`` to keep), from the record at ``offset``."""
     grouped: dict[bytes, list[TraceSpan]] = {}
     for resource_spans in traces.resource_spans:
-        service = service_name_of(resource_spans.resource.attributes)
+        attributes = resource_spans.resource.attributes
+        service = service_name_of(attributes)
+        resource = kept_resource(attributes, resource_attributes) if resource_attributes else ()
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                grouped.setdefault(span.trace_id, []).append(TraceSpan(span, service))
+                grouped.setdefault(span.trace_id, []).append(TraceSpan(span, service, resource, offset))
     return grouped

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
-__all__ = ["ReadyReason", "ResourceValue", "RunAssembly", "ScorerRunRequest", "SpanTarget"]
+__all__ = ["ReadyReason", "ResourceValue", "RunAssembly", "RunPart", "ScorerRunRequest", "SpanTarget", "missing_parts"]
 
 # Why a buffered trace was scored: its root span arrived and no span came for `idle_s`; `max_wait_s` passed
 # since its first span; it outgrew the per-trace bound (scored from what arrived).
 ReadyReason = Literal["root_idle", "max_wait", "evicted"]
+# The parts of a run a scorer may read: the request, the answer, the system instructions. A scorer that needs
+# one the run lacks still scores what it has (prompt alignment in `both` mode judges the user part alone);
+# the score then says which parts were missing. Tool calls and context are not parts here: a run without tool
+# calls is what tool-call accuracy measures, and a context scorer without context is not scorable.
+RunPart = Literal["input", "output", "system"]
+_RUN_PARTS: tuple[RunPart, ...] = ("input", "output", "system")
 # A resource attribute kept with a run: OTLP scalars only (arrays and maps are not kept).
 ResourceValue = str | bool | int | float
 
@@ -43,9 +51,10 @@ class SpanTarget(BaseModel):
 
 
 class RunAssembly(BaseModel):
-    """How a whole-trace run (``scope: trace``) was put together from an agent span and its descendants."""
+    """How a whole-trace run (``scope: trace``) was put together from an agent span and its descendants
+    (camelCase in the score record, as the rest of it)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
 
     complete: bool  # the trace was ready (its root ended, then quiet): not cut short by a bound
     ready_reason: ReadyReason
@@ -73,3 +82,29 @@ class ScorerRunRequest(BaseModel):
     @property
     def scope(self) -> Literal["span", "trace"]:
         return "span" if self.assembly is None else "trace"
+
+
+def missing_parts(request: ScorerRunRequest, needs: Iterable[str]) -> tuple[RunPart, ...]:
+    """The parts of ``request`` among ``needs`` that it lacks (empty text counts as lacking), in a fixed order."""
+    wanted = set(needs)
+    missing: list[RunPart] = []
+    for part in _RUN_PARTS:
+        if part in wanted and not _has(request, part):
+            missing.append(part)
+    return tuple(missing)
+
+
+def _has(request: ScorerRunRequest, part: RunPart) -> bool:
+    # eval datasets may carry any JSON as input and output (model_construct): only the agent run shape has
+    # parts to miss; anything else counts as present when it is not empty.
+    run_input: object = request.input
+    if part == "output":
+        output: object = request.output
+        if not isinstance(output, tuple | list):
+            return bool(output)
+        return any(m.role == "assistant" and m.text.strip() if isinstance(m, AgentMessage) else bool(m) for m in output)
+    if not isinstance(run_input, AgentRunInput):
+        return bool(run_input) or part == "system"
+    if part == "input":
+        return any(m.text.strip() for m in run_input.input_messages)
+    return any(m.content.strip() for m in run_input.system_messages)

@@ -63,7 +63,7 @@ async def _score_one(
     attempt = await attempt_scorer(
         scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.run_request_context()
     )
-    run = attempt.to_scored_run(request, scorer, "eval")
+    run = attempt.to_scored_run(request, scorer, "eval", needs=configured.needs)
     observer.run_finished(run)  # offline, a run refused by a judge's gate is a failure with its reason
     result = attempt.result
     score = result.score if attempt.outcome == "scored" and result is not None else None

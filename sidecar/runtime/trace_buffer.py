@@ -9,12 +9,16 @@ time). The buffer groups them as records arrive and says when a trace is **ready
   delay from the first span, and without waiting for stragglers longer than ``idle_s``;
 - ``max_wait``: ``max_wait_s`` passed since its first span (a root that never ends, or spans lost
   upstream): scored as it is, and the run says it was incomplete;
-- ``evicted``: it outgrew ``max_trace_bytes``: scored at once from what arrived, and marked incomplete.
+- ``evicted``: it outgrew ``max_trace_bytes``, or the buffer is full and stuck (see below): scored at once
+  from what arrived, and marked incomplete.
 
 Each buffered trace remembers the records (partition, offset) that brought its spans: the runtime keeps
 those records uncommitted until the trace is scored, skipped or given up on, and exported. The buffer
-counts its spans' bytes, so the runtime can pause intake at ``max_bytes`` (backpressure: nothing is
-dropped). A span arriving for a trace already scored is *late*: counted, not scored again.
+counts its spans' bytes, so the runtime can pause intake at ``max_traces`` / ``max_bytes`` (backpressure:
+nothing is dropped). A full buffer whose traces all wait for spans still behind the paused intake cannot
+get a trace ready but at ``max_wait_s``; after ``idle_s`` of that the runtime takes the oldest out
+(``take_oldest``, scored as ``evicted``) rather than stall. A span arriving for a trace already scored is
+*late*: counted, not scored again.
 """
 
 from __future__ import annotations
@@ -23,16 +27,36 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from sidecar.conventions.trace_runs import TraceSpan
 from sidecar.core.runs import ReadyReason
 
-__all__ = ["BufferedTrace", "TraceBuffer"]
+__all__ = ["BufferedTrace", "TraceBuffer", "TraceBufferLimits"]
 
 P = TypeVar("P", bound=Hashable)  # a partition
 
-_FORGET_AFTER = 100_000  # scored traces remembered to recognise late spans
+_FORGET_AFTER = 100_000  # scored (or cut) traces remembered to recognise late spans
+
+
+@dataclass(frozen=True, slots=True)
+class TraceBufferLimits:
+    """``runtime.trace_buffer``: readiness (``idle_s``, ``max_wait_s``) and bounds. At ``max_traces`` or
+    ``max_bytes`` intake pauses; a trace past ``max_trace_bytes`` is scored at once (``evicted``)."""
+
+    idle_s: float = 5.0
+    max_wait_s: float = 120.0
+    max_traces: int = 20_000
+    max_bytes: int = 256 * 1024 * 1024
+    max_trace_bytes: int = 4 * 1024 * 1024
+
+    def buffer(self, clock: Callable[[], float] = time.monotonic) -> TraceBuffer[Any]:
+        return TraceBuffer(
+            idle_s=self.idle_s, max_wait_s=self.max_wait_s, max_trace_bytes=self.max_trace_bytes, clock=clock
+        )
+
+    def full(self, buffer: TraceBuffer[Any]) -> bool:
+        return len(buffer) >= self.max_traces or buffer.bytes >= self.max_bytes
 
 
 @dataclass(slots=True)
@@ -46,6 +70,8 @@ class BufferedTrace(Generic[P]):
     span_ids: set[bytes] = field(default_factory=set)
     bytes: int = 0
     root_seen: bool = False
+    # Spans of this trace were taken out before (evicted without a run): what is here is not the whole trace.
+    cut_short: bool = False
 
     def add(self, spans: Iterable[TraceSpan], offset: int, now: float) -> None:
         for item in spans:
@@ -94,8 +120,12 @@ class TraceBuffer(Generic[P]):
         self.max_wait_s = max_wait_s
         self.max_trace_bytes = max_trace_bytes
         self._clock = clock
-        self._traces: dict[bytes, BufferedTrace[P]] = {}
-        self._scored: OrderedDict[bytes, None] = OrderedDict()
+        # By (partition, trace id): a trace whose spans reach two partitions (records not keyed by trace id)
+        # is two traces, each committed with its own partition's records.
+        self._traces: dict[tuple[P, bytes], BufferedTrace[P]] = {}
+        self._scored: OrderedDict[tuple[P, bytes], None] = OrderedDict()
+        # Traces taken out without a run (no agent span had arrived): their later spans start them anew.
+        self._cut: OrderedDict[tuple[P, bytes], None] = OrderedDict()
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -103,12 +133,16 @@ class TraceBuffer(Generic[P]):
 
     def add(self, partition: P, offset: int, trace_id: bytes, spans: list[TraceSpan]) -> Literal["buffered", "late"]:
         """Buffer a record's spans of one trace; ``late`` when the trace was already scored."""
-        if trace_id in self._scored:
+        key = (partition, trace_id)
+        if key in self._scored:
             return "late"
         now = self._clock()
-        trace = self._traces.get(trace_id)
+        trace = self._traces.get(key)
         if trace is None:
-            trace = self._traces[trace_id] = BufferedTrace(trace_id, partition, now, now)
+            trace = self._traces[key] = BufferedTrace(trace_id, partition, now, now)
+            if key in self._cut:
+                del self._cut[key]
+                trace.cut_short = True
         before = trace.bytes
         trace.add(spans, offset, now)
         self.bytes += trace.bytes - before
@@ -142,18 +176,43 @@ class TraceBuffer(Generic[P]):
         )
         return max(0.0, soonest - now)
 
+    def take_oldest(self, prefer: Callable[[BufferedTrace[P]], bool] | None = None) -> BufferedTrace[P] | None:
+        """Take out the trace that arrived first, or the first that ``prefer`` accepts if any (``None``: nothing
+        buffered): room for intake when the buffer is full and no trace can get ready without the spans
+        behind the paused intake."""
+        traces = self._traces.values()
+        chosen = next((t for t in traces if prefer(t)), None) if prefer is not None else None
+        chosen = chosen or next(iter(traces), None)
+        if chosen is not None:
+            self._take(chosen)
+        return chosen
+
+    def forget(self, trace: BufferedTrace[P]) -> None:
+        """A trace taken out that made no run (no agent span of it had arrived): its later spans are not late,
+        they are buffered anew, and that trace is marked cut short."""
+        key = (trace.partition, trace.trace_id)
+        self._scored.pop(key, None)
+        self._cut[key] = None
+        if len(self._cut) > _FORGET_AFTER:
+            self._cut.popitem(last=False)
+
     def drop_partitions(self, partitions: Iterable[P]) -> list[BufferedTrace[P]]:
-        """Forget the traces of revoked partitions (their new owner re-reads their records)."""
+        """Forget the traces of revoked partitions, buffered and scored: their records are read again (by a
+        new owner, or by this consumer if they come back) and their traces assembled anew."""
         lost = set(partitions)
         dropped = [t for t in self._traces.values() if t.partition in lost]
         for trace in dropped:
-            del self._traces[trace.trace_id]
+            del self._traces[(trace.partition, trace.trace_id)]
             self.bytes -= trace.bytes
+        for remembered in (self._scored, self._cut):
+            for key in [k for k in remembered if k[0] in lost]:
+                del remembered[key]
         return dropped
 
     def _take(self, trace: BufferedTrace[P]) -> None:
-        del self._traces[trace.trace_id]
+        key = (trace.partition, trace.trace_id)
+        del self._traces[key]
         self.bytes -= trace.bytes
-        self._scored[trace.trace_id] = None
+        self._scored[key] = None
         if len(self._scored) > _FORGET_AFTER:
             self._scored.popitem(last=False)

@@ -44,6 +44,15 @@ class ScorerKind(Generic[OptionsT]):
     judge_calls_per_run: float = 0.0
     needs: frozenset[Need] = frozenset({"input", "output"})
     direction: Direction = "higher"
+    # What a scorer built with these options reads, when its options change that (a mode that judges the
+    # system instructions only); None: ``needs``.
+    needs_for: Callable[[OptionsT], Iterable[Need]] | None = None
+
+    def needs_given(self, options: Mapping[str, Any]) -> frozenset[Need]:
+        """What a scorer of this kind built with ``options`` reads from a run."""
+        if self.needs_for is None:
+            return self.needs
+        return frozenset(self.needs_for(self.options.model_validate(dict(options))))
 
     @property
     def prebuilt(self) -> bool:
@@ -71,6 +80,7 @@ def scorer_kind(
     judge_calls_per_run: float = 0.0,
     needs: Iterable[Need] = ("input", "output"),
     direction: Direction = "higher",
+    needs_for: Callable[[OptionsT], Iterable[Need]] | None = None,
 ) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
     """Register ``factory(judge, options) -> Scorer`` as the kind ``name``."""
     if needs_judge and judge_calls_per_run <= 0:
@@ -89,6 +99,7 @@ def scorer_kind(
             judge_calls_per_run,
             frozenset(needs),
             direction,
+            needs_for,
         )
         _KINDS[name] = _BY_FACTORY[factory] = kind
         return factory

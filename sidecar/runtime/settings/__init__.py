@@ -36,6 +36,7 @@ from sidecar.runtime.settings.models import (
     ScorerSettings,
     ScorerTargets,
     Settings,
+    TraceBufferSettings,
     parse_python_kind,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "SettingsProblem",
+    "TraceBufferSettings",
     "expand_env",
     "load_eval_settings",
     "load_settings",

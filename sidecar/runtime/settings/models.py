@@ -52,6 +52,7 @@ __all__ = [
     "ScorerSettings",
     "ScorerTargets",
     "Settings",
+    "TraceBufferSettings",
     "parse_python_kind",
 ]
 
@@ -285,6 +286,10 @@ class ScorerTargets(_Frozen):
     services: NameFilter = NameFilter()  # globs on the resource's service.name
     where: tuple[AttributePredicate, ...] = ()  # all must hold
     max_input_bytes: int = Field(default=256 * 1024, gt=0)
+    # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
+    # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
+    # done (runtime.trace_buffer says when).
+    scope: Literal["span", "trace"] = "span"
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -292,6 +297,21 @@ class ScorerTargets(_Frozen):
         return (value,) if isinstance(value, str) else value
 
     _not_empty = field_validator("kinds")(_non_empty)
+
+    @model_validator(mode="after")
+    def _trace_scope_scores_agents(self) -> ScorerTargets:
+        if self.scope == "trace" and self.kinds != ("agent",):
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    _problem(
+                        ("kinds",),
+                        "scope: trace assembles agent runs (an agent span with its LLM calls, tools and "
+                        "retrievals): kinds must be [agent]",
+                    )
+                ],
+            )
+        return self
 
 
 ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
@@ -416,6 +436,28 @@ def _strip_optional(annotation: Any) -> Any:
     return annotation
 
 
+class TraceBufferSettings(_Frozen):
+    """When a trace is done for ``scope: trace`` scorers, and how much of them may wait in memory."""
+
+    # Ready when its root span has arrived and no span of it came for idle_s ...
+    idle_s: float = Field(default=5.0, gt=0, le=3600)
+    # ... or max_wait_s after its first span, whatever arrived (the run says it is incomplete).
+    max_wait_s: float = Field(default=120.0, gt=0, le=86400)
+    # At either bound intake pauses until traces are scored (nothing is dropped).
+    max_traces: int = Field(default=20_000, gt=0)
+    max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    # One trace past this is scored at once from what arrived, and marked incomplete (ready reason evicted).
+    max_trace_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+
+    @model_validator(mode="after")
+    def _wait_covers_idle(self) -> TraceBufferSettings:
+        if self.max_wait_s < self.idle_s:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("max_wait_s",), "must be at least idle_s")]
+            )
+        return self
+
+
 class RuntimeSettings(_Frozen):
     """Flow control and timeouts of the scoring loop."""
 
@@ -432,6 +474,7 @@ class RuntimeSettings(_Frozen):
     # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
     # spend caps and the in-flight bounds above are the pod's: workers split them.
     workers: int = Field(default=1, ge=1, le=64)
+    trace_buffer: TraceBufferSettings = TraceBufferSettings()
 
 
 class PrometheusExporterSettings(_Frozen):
