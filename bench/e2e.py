@@ -741,7 +741,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 elif name == "trace":
                     from bench.e2e_traces import section_trace  # the SDK builds its own traces
 
-                    figures.update(await section_trace(args, bootstrap, work))
+                    figures.update(await section_trace(args, bootstrap, work, broker_pid))
                 else:
                     figures.update(await section_judge(args, bootstrap, pool, work / "judge"))
                 print(f"{name}: section took {time.perf_counter() - t0:.0f} s")

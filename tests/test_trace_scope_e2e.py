@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.judge import SECRET_KEY
@@ -172,23 +174,29 @@ async def test_agent_runs_are_assembled_from_their_trace_and_judged_with_what_th
     assert await committed_total(kafka_bootstrap, group, spans, 2) == len(records)
 
 
-async def test_a_trace_whose_root_never_ends_is_scored_at_max_wait_and_a_late_span_is_only_counted(
+async def test_max_wait_late_spans_and_an_agent_span_too_large_dead_lettered_alone(
     tmp_path: Path,
     kafka_bootstrap: str,
     new_topic: Callable[..., Any],
     unique_name: Callable[[str], str],
     judge_server: JudgeServer,
 ) -> None:
+    """A trace whose root never ends is scored at max_wait_s and marked incomplete; its root, arriving after,
+    is a late span (counted, not scored again). An agent span over max_input_bytes is dead-lettered alone."""
     judge_server.reset(heuristic_reply)
-    scorers = [{"id": "pa-trace", "kind": "prompt-alignment", "judge": "default", "targets": TRACE}]
-    sidecar, spans, scores, _, group = await sidecar_on(
+    targets = {**TRACE, "max_input_bytes": 8192}
+    scorers = [{"id": "pa-trace", "kind": "prompt-alignment", "judge": "default", "targets": targets}]
+    sidecar, spans, scores, dead, group = await sidecar_on(
         tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server,
         scorers=scorers, trace_buffer={"idle_s": 0.5, "max_wait_s": 3}, partitions=1,
     )  # fmt: skip
     trace, late_root = unfinished_root_trace()
+    huge = openinference_agent_with_llm_child("x" * 10_000)  # its agent span is over max_input_bytes
     sidecar.start()
     try:
         await sidecar.wait_ready()
+        await produce_records(kafka_bootstrap, spans, [(huge.key, r) for r in huge.records])
+        [letter] = await read_topic(kafka_bootstrap, dead, expect=1, timeout_s=20)
         started = asyncio.get_running_loop().time()
         await produce_records(kafka_bootstrap, spans, [(trace.key, r) for r in trace.records])
         [first] = await read_topic(kafka_bootstrap, scores, expect=1, timeout_s=20)
@@ -207,7 +215,16 @@ async def test_a_trace_whose_root_never_ends_is_scored_at_max_wait_and_a_late_sp
     assert len(found) == 1  # the late span is not scored again
     assert sample(metrics, "scoring_sidecar_late_spans_total", {"scorer": "pa-trace"}) == 1
     assert sample(metrics, "scoring_sidecar_traces_ready_total", {"reason": "max_wait"}) == 1
-    assert await committed_total(kafka_bootstrap, group, spans, 1) == 2
+    # The agent span too large to score is set aside alone, as OTLP protobuf, naming the record it came in.
+    headers = dict(letter.headers)
+    assert headers["x-dead-letter-reason"] == b"too_large" and headers["x-dead-letter-encoding"] == b"otlp_proto"
+    assert headers["x-dead-letter-span-id"] == huge.agent_span_id.encode()
+    assert headers["x-dead-letter-source-offset"] == b"1"  # the second record of its trace
+    request = ExportTraceServiceRequest.FromString(letter.value)
+    [[lone]] = [[s for ss in rs.scope_spans for s in ss.spans] for rs in request.resource_spans]
+    assert lone.span_id.hex() == huge.agent_span_id
+    assert sample(metrics, "scoring_sidecar_dead_letters_total", {"reason": "too_large"}) == 1
+    assert await committed_total(kafka_bootstrap, group, spans, 1) == 4
 
 
 async def test_kill_9_while_traces_are_buffered_loses_no_trace_and_scores_each_once(

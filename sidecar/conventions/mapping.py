@@ -27,7 +27,7 @@ from sidecar.core.runs import ResourceValue, ScorerRunRequest, SpanTarget
 from sidecar.core.timestamps import iso_millis
 from sidecar.scoring.agent import AgentMessage, AgentRunInput, MessageContent, SystemMessage, TextPart
 
-__all__ = ["SpanView", "map_span"]
+__all__ = ["SpanView", "map_span", "usage_of"]
 
 Events = tuple[tuple[str, Mapping[str, Any]], ...]
 
@@ -146,6 +146,24 @@ def _one_message_per_turn(messages: list[ParsedMessage]) -> list[ParsedMessage]:
     return merged
 
 
+def usage_of(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """A span's own (input, output) token counts, in any convention that reports them."""
+    a = attributes
+    return (
+        _opt_int(
+            _first(a, names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_PROMPT_TOKENS, names.LLM_TOKEN_COUNT_PROMPT)
+        ),
+        _opt_int(
+            _first(
+                a,
+                names.GEN_AI_USAGE_OUTPUT_TOKENS,
+                names.GEN_AI_USAGE_COMPLETION_TOKENS,
+                names.LLM_TOKEN_COUNT_COMPLETION,
+            )
+        ),
+    )
+
+
 def map_span(view: SpanView) -> ScorerRunRequest | None:
     """The scorer run for a span, or ``None`` when the span carries no content at all.
 
@@ -177,6 +195,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
     last_user = max((i for i, m in enumerate(conversation) if m.role == "user"), default=0)
     started = _iso(view.start_time_unix_nano)
     ended = _iso(view.end_time_unix_nano)
+    tokens_in, tokens_out = usage_of(a)
     history = [_agent_message(m, f"{view.span_id}-in-{i}", started) for i, m in enumerate(conversation)]
     run_input = AgentRunInput(
         input_messages=tuple(history[last_user:]),
@@ -199,22 +218,8 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         provider=_opt_str(
             _first(a, names.GEN_AI_PROVIDER_NAME, names.GEN_AI_SYSTEM, names.LLM_PROVIDER, names.LLM_SYSTEM)
         ),
-        input_tokens=_opt_int(
-            _first(
-                a,
-                names.GEN_AI_USAGE_INPUT_TOKENS,
-                names.GEN_AI_USAGE_PROMPT_TOKENS,
-                names.LLM_TOKEN_COUNT_PROMPT,
-            )
-        ),
-        output_tokens=_opt_int(
-            _first(
-                a,
-                names.GEN_AI_USAGE_OUTPUT_TOKENS,
-                names.GEN_AI_USAGE_COMPLETION_TOKENS,
-                names.LLM_TOKEN_COUNT_COMPLETION,
-            )
-        ),
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
         end_time_unix_nano=view.end_time_unix_nano,
         sampled=view.sampled,
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from sidecar.conventions.attributes import attributes_dict, unflatten
-from sidecar.conventions.mapping import map_span
+from sidecar.conventions.mapping import map_span, usage_of
 from sidecar.conventions.selection import Selection, classify
 from sidecar.conventions.spans import (
     MappingResult,
@@ -207,7 +208,7 @@ def _answer(
 def _assemble(
     node: _Node, base: ScorerRunRequest | None, own_runs: set[bytes], ready_reason: ReadyReason, complete: bool
 ) -> ScorerRunRequest | None:
-    llm_runs: list[ScorerRunRequest] = []
+    llm_nodes: list[_Node] = []
     calls: list[ToolInvocation] = []
     documents: list[str] = []
     spans = 1
@@ -230,20 +231,31 @@ def _assemble(
         elif child.role == "retriever":
             documents.extend(_documents(child))
         elif child.kind == "inference":
-            mapped = _map(child)
-            if mapped is not None:
-                llm_runs.append(mapped)
+            llm_nodes.append(child)
+    # The LLM calls are mapped only where the run needs them (mapping parses every message): the first for
+    # the instructions and the request the agent span lacks, the last for its answer, and any that may
+    # have asked for tool calls no tool span recorded.
+    run_input = base.input if base is not None else AgentRunInput()
+    answers = _texts(base.output) if base is not None else []
+    mapped: dict[int, ScorerRunRequest | None] = {}
+
+    def llm(index: int) -> ScorerRunRequest | None:
+        if index not in mapped:
+            mapped[index] = _map(llm_nodes[index])
+        return mapped[index]
+
     # Tool calls an LLM call asked for and no tool span recorded (by call id).
     recorded = {c.tool_call_id for c in calls}
-    for llm in llm_runs:
-        for message in llm.output:
+    for index, llm_node in enumerate(llm_nodes):
+        if not _may_request_tools(llm_node.item.span):
+            continue
+        requested = llm(index)
+        for message in requested.output if requested is not None else ():
             for invocation in message.tool_invocations:
                 if invocation.tool_call_id not in recorded:
                     recorded.add(invocation.tool_call_id)
                     calls.append(invocation)
-    first_llm = llm_runs[0] if llm_runs else None
-    last_llm = llm_runs[-1] if llm_runs else None
-    run_input = base.input if base is not None else AgentRunInput()
+    first_llm = llm(0) if llm_nodes and not (run_input.system_messages and run_input.input_messages) else None
     system_from: Literal["agent", "llm_call", "none"] = "agent" if run_input.system_messages else "none"
     if not run_input.system_messages and first_llm is not None and first_llm.input.system_messages:
         run_input = run_input.model_copy(update={"system_messages": first_llm.input.system_messages})
@@ -255,22 +267,23 @@ def _assemble(
                 "remembered_messages": first_llm.input.remembered_messages,
             }
         )
-    answers = _texts(base.output) if base is not None else []
-    if not answers and last_llm is not None:
-        answers = _texts(last_llm.output)
+    if not answers and llm_nodes:
+        last_llm = llm(len(llm_nodes) - 1)
+        answers = _texts(last_llm.output) if last_llm is not None else []
     view_id = node.item.span.span_id.hex()
     created = answers[0].created_at if answers else ""
     output = _answer(answers, calls, view_id, created)
     if not run_input.input_messages and not output and not run_input.system_messages:
         return None
     target = base.target if base is not None else _target(node)
-    usage_in = [r.target.input_tokens for r in llm_runs if r.target.input_tokens is not None]
-    usage_out = [r.target.output_tokens for r in llm_runs if r.target.output_tokens is not None]
+    usage = [usage_of(attributes_dict(n.item.span.attributes)) for n in llm_nodes]
+    usage_in = [tokens for tokens, _ in usage if tokens is not None]
+    usage_out = [tokens for _, tokens in usage if tokens is not None]
     assembly = RunAssembly(
         complete=complete,
         ready_reason=ready_reason,
         spans=spans,
-        llm_calls=len(llm_runs),
+        llm_calls=len(llm_nodes),
         tool_calls=len(calls),
         retrieved_documents=len(documents),
         input_tokens=sum(usage_in) if usage_in else None,
@@ -278,6 +291,28 @@ def _assemble(
         system_from=system_from,
     )
     return ScorerRunRequest(target=target, input=run_input, output=output, context=tuple(documents), assembly=assembly)
+
+
+# What a span that asked for tool calls carries somewhere, in the conventions that record them (GenAI message
+# parts, OpenInference flattened keys, the legacy events' tool_calls, Mastra's tool invocations).
+_TOOL_MARKER = re.compile(r"tool_call|tool-call|toolCall|toolInvocation|tool-invocation|function_call|tool_use")
+
+
+def _may_request_tools(span: Span) -> bool:
+    """Whether a span may hold requested tool calls: a marker in an attribute key or string value, or in its
+    events' (a cheap scan before parsing its messages)."""
+    search = _TOOL_MARKER.search
+
+    def marked(attributes: Any) -> bool:
+        for kv in attributes:
+            if search(kv.key):
+                return True
+            value = kv.value
+            if value.WhichOneof("value") == "string_value" and search(value.string_value):
+                return True
+        return False
+
+    return marked(span.attributes) or any(marked(event.attributes) for event in span.events)
 
 
 def _map(node: _Node) -> ScorerRunRequest | None:

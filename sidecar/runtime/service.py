@@ -30,7 +30,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from sidecar.conventions.selection import Selection, classify, sample_score
-from sidecar.conventions.spans import SpanReject
+from sidecar.conventions.spans import MappingResult, SpanReject
 from sidecar.conventions.trace_runs import TraceSpan, trace_runs
 from sidecar.core import ScorerRunRequest, Sink, names
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
@@ -63,6 +63,7 @@ _INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_
 # How often the trace buffer is asked for ready traces (at most; a quarter of idle_s when shorter): the
 # delay it adds to a trace's score, against a pass over every buffered trace per tick.
 _TRACE_TICK_S = 0.1
+_DEAD_LETTER_RETRY_S = 5.0
 # A full, stuck trace buffer logs its warning at most this often (it may evict a trace every tick).
 _EVICTION_WARNING_EVERY_S = 60.0
 
@@ -457,8 +458,10 @@ class ScoringService:
             if stop.is_set():
                 break
             try:
-                ready = buffer.due()
-                if ready or not self._limits.trace_buffer.full(buffer):
+                # Ready traces start while runs may: the others wait in the buffer (still bounded), not as tasks.
+                room = self._limits.max_in_flight_runs - self._runs_in_flight
+                ready = buffer.due(limit=room) if room > 0 else []
+                if ready or room <= 0 or not self._limits.trace_buffer.full(buffer):
                     stuck_since = None
                 elif stuck_since is None:
                     stuck_since = time.monotonic()
@@ -510,8 +513,17 @@ class ScoringService:
         rejects: dict[tuple[str, str], SpanReject] = {}
         skipped: dict[str, int] = {}
         complete = reason == "root_idle" and not trace.cut_short
+        assembled: dict[Selection, MappingResult] = {}  # scorers with the same targets share one assembly
+        spans: list[TraceSpan] | None = None
         for configured in self._trace_scorers:
-            result = trace_runs(trace.spans, configured.selection, ready_reason=reason, complete=complete)
+            result = assembled.get(configured.selection)
+            if result is None:
+                result = assembled[configured.selection] = trace_runs(
+                    spans if spans is not None else (spans := trace.decoded()),
+                    configured.selection,
+                    ready_reason=reason,
+                    complete=complete,
+                )
             runs.extend((configured, request) for request in result.runs)
             for reject in result.rejects:
                 rejects.setdefault((reject.span_id, reject.reason), reject)
@@ -539,7 +551,7 @@ class ScoringService:
             work.tasks.append(task)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(lambda _: done())
+            task.add_done_callback(lambda t: None if t.cancelled() else done())
         for configured, request in runs:
             work.tasks.append(self._start_run(configured, request, functools.partial(self._trace_run_done, work)))
         self._update_capacity()
@@ -550,21 +562,31 @@ class ScoringService:
         publisher = self._publisher
         assert publisher is not None
         tp = trace.partition
-        by_id = {item.span.span_id.hex(): item for item in trace.spans}
+        by_id = {item.span_id.hex(): item for item in trace.spans}
         for reject in rejects:
             item = by_id.get(reject.span_id)
             letter = DeadLetter(
                 DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
             )
-            value = _lone_span(item) if item is not None else b""
+            value = _lone_span(item.decode()) if item is not None else b""
             offset = item.offset if item is not None else -1
             source = RecordSource(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
-            try:
-                await publisher.publish(source, [letter], encoding="otlp_proto")
-            except Exception:
-                # Its records stay uncommitted (the trace is not released): redelivered after a restart.
-                log.exception("dead letter for span %s could not be delivered", reject.span_id)
-                raise
+            # Until delivered, the trace's records stay uncommitted: retried, not given up.
+            while True:
+                try:
+                    await publisher.publish(source, [letter], encoding="otlp_proto")
+                    break
+                except Exception as exc:
+                    log.warning(
+                        "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
+                        "uncommitted, retrying in %ss",
+                        reject.span_id,
+                        letter.reason.value,
+                        self._ingest.dead_letter_topic,
+                        exc,
+                        _DEAD_LETTER_RETRY_S,
+                    )
+                    await asyncio.sleep(_DEAD_LETTER_RETRY_S)
             self._observer.dead_lettered(letter.reason.value)
 
     def _trace_run_done(self, work: _TraceWork) -> None:
@@ -669,4 +691,4 @@ def _lone_span(item: TraceSpan) -> bytes:
 
 
 def _holds_agent_span(trace: BufferedTrace[TopicPartition]) -> bool:
-    return any(classify(item.span.attributes)[0] == "agent" for item in trace.spans)
+    return any(classify(item.span.attributes)[0] == "agent" for item in trace.decoded())

@@ -445,7 +445,7 @@ class TraceBufferSettings(_Frozen):
     max_wait_s: float = Field(default=120.0, gt=0, le=86400)
     # At either bound intake pauses until traces are scored (nothing is dropped).
     max_traces: int = Field(default=20_000, gt=0)
-    max_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     # One trace past this is scored at once from what arrived, and marked incomplete (ready reason evicted).
     max_trace_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
 
