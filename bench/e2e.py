@@ -24,6 +24,9 @@ as ``key=value`` pairs):
   starts and drains it; its VmRSS is sampled every 0.5 s, for at most ``--rss-timeout-s`` (then the
   figures cover the part drained: ``rss_drained_spans``). ``rss_flat`` = the max over the second half of
   the samples ≤ 1.1 × the max over the first half. Goal: ``rss_mb`` < 300 and flat.
+* ``trace`` — whole-trace scoring (``scope: trace``) on 10-span traces in 3 records: throughput against
+  ``scope: span`` on the same traffic, latency from a trace's last span to its score at 1,000 traces/s
+  (goal: p99 < ``idle_s`` + 1 s), RSS draining a backlog (``bench/e2e_traces.py`` says how).
 * ``judge`` — a judge server subprocess with 200 ms latency that counts calls (``bench/e2e_scorers.py``;
   ``--judge-server fixed``, the default, answers from one pre-encoded reply at ~0.04 ms of CPU per call, as
   a remote provider takes none of the sidecar's cores; ``scripted`` is the tests' aiohttp server, ~0.4 ms
@@ -49,7 +52,7 @@ Before commit 8f4d37b the sidecar stalled for good at its first backpressure pau
 Traffic: a pool of ``--pool`` traces from ``TrafficGenerator`` (the SDK is slow), re-keyed with a fresh
 random trace id per record (a byte replace of the 16-byte id), so every record is a distinct trace.
 
-    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge] [--traces 20000] [--rate 1000]
+    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge|trace] [--traces 20000] [--rate 1000]
         [--duration-s 20] [--backlog 250000] [--rss-timeout-s S] [--judge-records 12000]
         [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR]
 """
@@ -711,7 +714,7 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
 
 # --- main -------------------------------------------------------------------------------------------------
 
-SECTIONS = ("throughput", "latency", "rss", "judge")
+SECTIONS = ("throughput", "latency", "rss", "judge", "trace")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -735,6 +738,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     figures.update(await section_latency(args, bootstrap, pool, work))
                 elif name == "rss":
                     figures.update(await section_rss(args, bootstrap, pool, work, broker_pid))
+                elif name == "trace":
+                    from bench.e2e_traces import section_trace  # the SDK builds its own traces
+
+                    figures.update(await section_trace(args, bootstrap, work, broker_pid))
                 else:
                     figures.update(await section_judge(args, bootstrap, pool, work / "judge"))
                 print(f"{name}: section took {time.perf_counter() - t0:.0f} s")
@@ -767,6 +774,11 @@ def main() -> None:
         "1-process figures are measured too, suffixed _1w",
     )
     parser.add_argument("--latency-ms", type=float, default=200.0, help="judge server latency")
+    parser.add_argument("--trace-pool", type=int, default=50, help="trace: distinct 10-span traces to re-key")
+    parser.add_argument("--trace-traces", type=int, default=10_000, help="trace: backlog for the throughput")
+    parser.add_argument("--trace-rate", type=float, default=1000.0, help="trace: latency traces/s")
+    parser.add_argument("--trace-idle-s", type=float, default=2.0, help="trace: latency runtime.trace_buffer.idle_s")
+    parser.add_argument("--trace-backlog", type=int, default=50_000, help="trace: rss backlog (traces)")
     parser.add_argument(
         "--judge-server",
         choices=("fixed", "scripted"),

@@ -50,6 +50,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from exporters.partitioner import KeyPartitioner
 from sidecar import __version__
 from sidecar.core import ScoredRun
+from sidecar.core.observers import ServiceObserver
 from sidecar.core.timestamps import iso_millis
 
 __all__ = [
@@ -111,7 +112,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     run_id = dumped.pop("runId")
     score = dumped.pop("score")
     reason = dumped.pop("reason", None)
-    metadata = {
+    metadata: dict[str, Any] = {
         "agentName": target.agent_name,
         "agentId": target.agent_id,
         "serviceName": target.service_name,
@@ -121,7 +122,13 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
         "convention": target.convention or None,
         "scorerFingerprint": run.scorer_fingerprint,
         "sidecarVersion": __version__,
+        "scope": run.request.scope,
+        # Parts the scorer reads that the run lacked: the score judged the rest (absent when none).
+        "missing": list(run.missing) or None,
     }
+    assembly = run.request.assembly
+    if assembly is not None:
+        metadata["trace"] = assembly.model_dump(mode="json", by_alias=True, exclude_none=True)
     return {
         **score_record_head(run, score, reason),
         # The score span lives in the scored trace (SPEC §4, OTel output).
@@ -199,12 +206,14 @@ class KafkaScoreSink:
         max_batch_size: int = 512 * 1024,
         compression_type: str | None = None,
         max_pending: int = 10_000,
+        observer: ServiceObserver | None = None,
     ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.max_pending = max_pending
+        self._observer = observer or ServiceObserver()
         self._options: dict[str, Any] = {
             "acks": "all",
             "linger_ms": linger_ms,
@@ -342,6 +351,7 @@ class KafkaScoreSink:
         elif isinstance(error, _PERMANENT_ERRORS):
             self.dropped += 1
             self._spoiled.add(pending.epoch)
+            self._observer.exporter_dropped(self.name, "rejected")
             log.error(
                 "score record %s dropped (%d bytes): %s: %s",
                 pending.record.score_id,

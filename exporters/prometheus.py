@@ -30,6 +30,7 @@ from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.deadletters import DeadLetterReason
 from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
+from sidecar.core.runs import ReadyReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall, JudgeCallOutcome
@@ -114,6 +115,10 @@ SCORE_LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     300.0,
     600.0,
 )
+
+# First span → trace ready: idle_s (a few seconds) plus the trace's own length, up to max_wait_s.
+TRACE_WAIT_BUCKETS: Final[tuple[float, ...]] = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+TRACE_READY_REASONS: Final[tuple[ReadyReason, ...]] = ("root_idle", "max_wait", "evicted")
 
 
 def judge_model_label(model: JudgeModel | str, provider: str | None = None) -> str:
@@ -227,6 +232,13 @@ class SidecarMetrics(ServiceObserver):
             buckets=SCORE_LATENCY_BUCKETS,
             registry=r,
         )
+        self.scorer_info = Gauge(
+            f"{p}_scorer_info",
+            "Always 1 per configured scorer: its kind and which way its score is better (higher or lower); "
+            "alert rules join on it to read a rise of a lower-is-better score as the regression.",
+            ["scorer", "kind", "direction"],
+            registry=r,
+        )
         self.runs_in_flight_gauge = Gauge(
             f"{p}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r
         )
@@ -325,6 +337,20 @@ class SidecarMetrics(ServiceObserver):
             ["exporter"],
             registry=r,
         )
+        self.exporter_signal_disabled = Gauge(
+            f"{p}_exporter_signal_disabled",
+            "1 while an optional signal of the exporter is off because its receiver does not take it (OTLP "
+            "evaluation log records: set exporters.otlp.evaluation_logs: false for such a receiver), else 0.",
+            ["exporter", "signal"],
+            registry=r,
+        )
+        self.exporter_dropped_total = Counter(
+            f"{p}_exporter_dropped",
+            "Items the exporter gave up on, logged with their score id: the destination can never take them "
+            "(reason: rejected), or their span never reached it (span_not_found).",
+            ["exporter", "reason"],
+            registry=r,
+        )
 
         # -- ingest ---------------------------------------------------------------------------------
         self.consumer_lag_gauge = Gauge(
@@ -339,6 +365,42 @@ class SidecarMetrics(ServiceObserver):
             f"{p}_spans_skipped",
             "Candidate spans deliberately not scored at ingest, by reason.",
             ["reason"],
+            registry=r,
+        )
+        # -- whole traces (scope: trace) -----------------------------------------------------------
+        self.traces_buffered = Gauge(
+            f"{p}_traces_buffered", "Traces waiting to be done before their trace-scope runs start.", registry=r
+        )
+        self.trace_buffer_bytes = Gauge(
+            f"{p}_trace_buffer_bytes", "Encoded size of the buffered traces' spans.", registry=r
+        )
+        self.traces_ready = Counter(
+            f"{p}_traces_ready",
+            "Buffered traces taken out to be scored, by why: root_idle (root ended, then quiet for idle_s), "
+            "max_wait (max_wait_s since the first span: scored incomplete), evicted (past max_trace_bytes).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in TRACE_READY_REASONS:
+            self.traces_ready.labels(reason=reason)
+        self.trace_assembly_wait = Histogram(
+            f"{p}_trace_assembly_wait_seconds",
+            "Time from a trace's first span arriving to the trace being taken out to be scored.",
+            ["reason"],
+            buckets=TRACE_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.late_spans_total = Counter(
+            f"{p}_late_spans",
+            "Spans that arrived for a trace the trace-scope scorer had already scored (not scored again).",
+            ["scorer"],
+            registry=r,
+        )
+        self.degraded_runs = Counter(
+            f"{p}_degraded_runs",
+            "Runs scored without a part the scorer reads (missing: input, output, system, comma-separated): "
+            "the score judged the rest.",
+            ["scorer", "agent", "missing"],
             registry=r,
         )
         self._dead_letters = _DeadLetterCollector(f"{p}_dead_letters")
@@ -356,6 +418,17 @@ class SidecarMetrics(ServiceObserver):
     def set_scorer_scale(self, scorer: str, scale: float) -> None:
         """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
         self._scales[scorer] = _check_scale(scale)
+
+    def register_scorer(
+        self, scorer: str, *, kind: str, direction: str, scale: float = 1.0, scope: str = "span"
+    ) -> None:
+        """A configured scorer: its info series (kind, direction) and its scale; a trace-scope scorer's late
+        spans at 0."""
+        _check(direction, ("higher", "lower"), "score direction")
+        self.set_scorer_scale(scorer, scale)
+        self.scorer_info.labels(scorer=scorer, kind=kind, direction=direction).set(1)
+        if scope == "trace":
+            self._child(self.late_spans_total, scorer)
 
     def scale_for(self, scorer: str) -> float:
         return self._scales.get(scorer, 1.0)
@@ -429,6 +502,8 @@ class SidecarMetrics(ServiceObserver):
         if run.outcome == "scored" and run.result is not None and run.result.score is not None:
             self.observe_score(scorer, agent, run.result.score, trace_id=target.trace_id)
             self.observe_score_latency(scorer, target.end_time_unix_nano, trace_id=target.trace_id)
+        if run.degraded:
+            self._child(self.degraded_runs, scorer, agent, ",".join(run.missing)).inc()
 
     # -- judge ----------------------------------------------------------------------------------------
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
@@ -505,13 +580,26 @@ class SidecarMetrics(ServiceObserver):
     def count_dead_letters(self, reason: DeadLetterReason | str, n: int = 1) -> None:
         self._dead_letters.add(str(reason), n)
 
-    def register_exporter(self, name: str, pending: Callable[[], int] | None = None) -> None:
-        """An exporter's series: up (1 until flushes fail), flush failures at 0, and its pending items read
-        at scrape time from ``pending`` when it can tell."""
+    def register_exporter(
+        self, name: str, pending: Callable[[], int] | None = None, *, drop_reasons: Iterable[str] = ()
+    ) -> None:
+        """An exporter's series: up (1 until flushes fail), flush failures at 0, dropped items at 0 per reason
+        it can drop for, and its pending items read at scrape time from ``pending`` when it can tell."""
         self.exporter_up.labels(exporter=name).set(1)
         self.exporter_flush_failures.labels(exporter=name)
+        for reason in drop_reasons:
+            self.exporter_dropped_total.labels(exporter=name, reason=reason)
         if pending is not None:
             self.exporter_pending.labels(exporter=name).set_function(lambda: float(pending()))
+
+    def track_exporter_signal(self, name: str, signal: str, disabled: Callable[[], bool]) -> None:
+        """An exporter's optional signal: 1 while it is off, read at scrape time."""
+        self.exporter_signal_disabled.labels(exporter=name, signal=signal).set_function(
+            lambda: 1.0 if disabled() else 0.0
+        )
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        self._child(self.exporter_dropped_total, name, reason).inc(n)
 
     # -- ServiceObserver ------------------------------------------------------------------------------
     def record_consumed(self, topic: str, spans_seen: int) -> None:
@@ -547,6 +635,17 @@ class SidecarMetrics(ServiceObserver):
 
     def judge_state_changed(self, judge: str, state: str) -> None:
         self.set_judge_state(judge, state)  # type: ignore[arg-type]
+
+    def trace_buffer(self, traces: int, span_bytes: int) -> None:
+        self.traces_buffered.set(traces)
+        self.trace_buffer_bytes.set(span_bytes)
+
+    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
+        self._child(self.traces_ready, reason).inc()
+        self._child(self.trace_assembly_wait, reason).observe(max(0.0, waited_s))
+
+    def late_spans(self, scorer: str, n: int) -> None:
+        self._child(self.late_spans_total, scorer).inc(n)
 
     def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
         self.set_judge_spend(judge, spent_usd, cap_usd)

@@ -12,13 +12,21 @@ from typing import TYPE_CHECKING
 from sidecar import __version__
 
 if TYPE_CHECKING:  # the settings module imports pydantic and the scorer library: not for --help
-    from sidecar.runtime.settings import SettingsError
+    from sidecar.runtime.settings import EvalSettings, SettingsError
+    from sidecar.scoring import Scorer
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scoring-sidecar", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="scoring-sidecar",
+        description="Score AI agents' OpenTelemetry traces from Kafka with LLM judges and code scorers; export "
+        "the scores as Prometheus metrics, OTel spans and Kafka records. Start with `scoring-sidecar demo` (no "
+        "services, no API key).",
+        epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached); 2 an invalid "
+        "configuration, dataset or option.",
+    )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
@@ -34,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         "OPENAI_API_KEY, else the local stand-in",
     )
     demo.add_argument("--api-base", help="the judge's API base URL (OpenAI-compatible servers)")
-    demo.add_argument("--duration", type=float, metavar="SECONDS", help="stop by itself after this long")
+    demo.add_argument(
+        "--duration", type=float, metavar="SECONDS", help="stop by itself after this long (default: until Ctrl-C)"
+    )
     demo.add_argument("--rate", type=float, default=5.0, help="traces produced per second (default 5)")
     demo.add_argument(
         "--max-records",
@@ -79,7 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     bar = evaluate.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_const", const=True, help="always draw the bar")
     bar.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="no progress output")
-    run = commands.add_parser("run", help="consume traces from Kafka and score them until SIGTERM")
+    run = commands.add_parser(
+        "run",
+        help="consume traces from Kafka and score them until SIGTERM",
+        description="Run the service: consume OTLP traces from the configured Kafka topics, score the selected "
+        "spans, export scores (metrics on /metrics, spans over OTLP, records to Kafka) and commit offsets only "
+        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0.",
+    )
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     run.add_argument(
         "--workers",
@@ -95,8 +111,25 @@ def _parser() -> argparse.ArgumentParser:
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
         description="List the scorer kinds a configuration can name under scorers[].kind (Markdown table).",
     )
-    validate = commands.add_parser("validate", help="check a configuration file (and build its scorers); exit 0 or 2")
+    validate = commands.add_parser(
+        "validate",
+        help="check a configuration file (and build its scorers); exit 0 or 2",
+        description="Check a configuration file: every problem with its key and line; build every scorer and "
+        "check that each calls only declared judges. A file without `kafka` is checked as an eval "
+        "configuration. Exit 0 when valid, 2 otherwise.",
+    )
     validate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
+    validate.add_argument(
+        "--traffic",
+        metavar="RATE",
+        help="also estimate judge calls and cost at this trace rate (e.g. 50/s, 3000/min)",
+    )
+    validate.add_argument(
+        "--call-tokens",
+        default="1500/300",
+        metavar="IN/OUT",
+        help="input/output tokens per judge call for the cost estimate (default 1500/300)",
+    )
     return parser
 
 
@@ -115,29 +148,59 @@ def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sidecar.runtime.scorer_factory import build_scorers
-    from sidecar.runtime.settings import EvalSettings, Settings, SettingsError, load_eval_settings, load_settings
+    from sidecar.runtime.settings import Settings, SettingsError, load_eval_settings, load_settings
 
     path = Path(args.config)
     try:
         settings: EvalSettings = load_eval_settings(path)
         if settings.kafka is not None:
             settings = load_settings(path)  # the live service's checks too
-        build_scorers(settings)
+        scorers = build_scorers(settings)
     except SettingsError as exc:
         return _invalid(args.config, exc)
     ids = ", ".join(s.id for s in settings.scorers)
     judges = ", ".join(settings.judges) or "none"
     counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
+    if args.traffic is not None:
+        estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens)
+        if estimate is None:
+            return 2
     if settings.kafka is None:
         print(f"config OK for eval: {counts}; no kafka section, which `run` needs")
+        if args.traffic is not None:
+            print(estimate)
         return 0
     print(f"config OK: {counts}, topics ({', '.join(settings.kafka.topics)})")
+    if args.traffic is not None:
+        print(estimate)
     if settings.runtime.workers > 1 and isinstance(settings, Settings):
         from sidecar.app.supervisor import limits_below_worker_count
 
         for problem in limits_below_worker_count(settings):
             print(f"  warning: {problem}", file=sys.stderr)
     return 0
+
+
+def _cost_estimate(settings: EvalSettings, scorers: dict[str, Scorer], traffic: str, call_tokens: str) -> str | None:
+    from sidecar.app.cost_estimate import estimate_costs, parse_traffic, render_costs
+
+    try:
+        rate = parse_traffic(traffic)
+        tokens_in, _, tokens_out = call_tokens.partition("/")
+        input_tokens, output_tokens = int(tokens_in), int(tokens_out)
+    except ValueError as exc:
+        print(
+            f"validate: {exc}" if "--traffic" in str(exc) else "validate: --call-tokens reads IN/OUT, e.g. 1500/300",
+            file=sys.stderr,
+        )
+        return None
+    rows = estimate_costs(settings, scorers, traces_per_s=rate, input_tokens=input_tokens, output_tokens=output_tokens)
+    caps = {
+        judge.to_judge_model().litellm_model: (judge.spend_cap_usd_per_hour, judge.on_spend_cap)
+        for judge in settings.judges.values()
+        if judge.spend_cap_usd_per_hour is not None
+    }
+    return render_costs(rows, traces_per_s=rate, input_tokens=input_tokens, output_tokens=output_tokens, caps=caps)
 
 
 def _worker_position(value: str) -> tuple[int, int]:

@@ -12,7 +12,13 @@ from tests.support.judge import (
     make_judge_model,
     transport,
 )
-from tests.support.otlp_receiver import otlp_receiver, otlp_receiver_session
+from tests.support.otlp_receiver import (
+    otlp_receiver,
+    otlp_receiver_session,
+    traces_only_receiver,
+    traces_only_receiver_session,
+)
+from tests.support.phoenix import phoenix, phoenix_session
 from tests.support.proxy import forward_proxy
 from tests.support.raw_http import raw_servers
 from tests.support.s3 import s3_emulator
@@ -30,8 +36,12 @@ __all__ = [
     "new_topic",
     "otlp_receiver",
     "otlp_receiver_session",
+    "phoenix",
+    "phoenix_session",
     "raw_servers",
     "s3_emulator",
+    "traces_only_receiver",
+    "traces_only_receiver_session",
     "transport",
     "unique_name",
 ]

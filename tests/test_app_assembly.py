@@ -172,3 +172,73 @@ def test_the_docs_list_every_prebuilt_kind_as_the_registry_declares_it() -> None
         [sys.executable, "-m", "sidecar.cli", "kinds"], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.startswith(kinds_table())
+
+
+def test_validate_estimates_judge_load_and_cost_for_a_traffic_rate() -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "sidecar.cli", "validate", "--config", str(ROOT / "examples" / "sidecar.yaml"),
+            "--traffic", "3000/min", "--call-tokens", "1000/200",
+        ],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # prompt-alignment: 2 judge calls per run, sampling 0.25 → 500 calls per 1,000 traces; at 50 traces/s and
+    # gpt-4o-mini list prices (0.15 / 0.60 USD per million tokens): 25 calls/s × 0.00027 USD × 3600.
+    row = next(line for line in lines if line.strip().startswith("prompt-alignment"))
+    assert row.split()[-4:] == ["2", "0.25", "500", "24.30"], row
+    assert "total: 25.0 judge calls/s, about 24.30 USD/hour" in done.stdout
+    assert "over its cap of 5: about 79 % of its runs would be shed" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(ROOT / "examples" / "sidecar.yaml"),
+         "--traffic", "lots"],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "write a rate such as 50/s" in bad.stderr
+
+
+def test_the_live_sinks_follow_the_exporters_settings() -> None:
+    """Phoenix and OTLP sinks from settings: annotator kinds by scorer kind, the copied resource attributes,
+    the exporters' series (dropped items per reason at 0, a disabled-signal series only for an optional
+    signal that is on), and a refusal as a readiness problem."""
+    from prometheus_client import generate_latest
+
+    from exporters.otlp import OtlpTraceSink
+    from exporters.phoenix import PhoenixAnnotationSink
+
+    text = textwrap.dedent(
+        """
+        kafka: {bootstrap_servers: localhost:9092}
+        judges:
+          default: {model: openai/gpt-4o-mini, api_base: "http://127.0.0.1:9/v1", api_key: sk-x}
+        scorers:
+          - {id: prompt-alignment, kind: prompt-alignment, judge: default}
+          - {id: similarity, kind: content-similarity}
+        exporters:
+          otlp: {endpoint: "http://127.0.0.1:4318", protocol: http/protobuf, evaluation_logs: true}
+          phoenix: {base_url: "http://127.0.0.1:6006/", api_key: px-secret}
+        """
+    )
+    metrics = SidecarMetrics()
+    assembly = assemble(load_settings(text), metrics=metrics, sinks=True)
+    by_name = {sink.name: sink for sink in assembly.sinks}
+    assert sorted(by_name) == ["kafka_scores", "otlp", "phoenix"]
+    phoenix = by_name["phoenix"]
+    assert isinstance(phoenix, PhoenixAnnotationSink)
+    assert phoenix.url == "http://127.0.0.1:6006/v1/span_annotations"
+    assert phoenix._kinds == {"prompt-alignment": "LLM", "similarity": "CODE"}
+    assert "px-secret" not in repr(phoenix)
+    otlp = by_name["otlp"]
+    assert isinstance(otlp, OtlpTraceSink) and otlp.evaluation_logs
+    assert "openinference.project.name" in otlp.resource_attributes and "service.name" not in otlp.resource_attributes
+
+    exposition = generate_latest(metrics.registry).decode()
+    assert 'scoring_sidecar_exporter_signal_disabled{exporter="otlp",signal="logs"} 0.0' in exposition
+    for reason in ("rejected", "span_not_found"):
+        assert f'scoring_sidecar_exporter_dropped_total{{exporter="phoenix",reason="{reason}"}} 0.0' in exposition
+    assert 'scoring_sidecar_exporter_dropped_total{exporter="kafka_scores",reason="rejected"} 0.0' in exposition
+
+    assert assembly.exporters_refused() is None
+    phoenix._problem = "Phoenix at http://127.0.0.1:6006 refuses the API key (HTTP 401)"
+    assert assembly.exporters_refused() == "phoenix: Phoenix at http://127.0.0.1:6006 refuses the API key (HTTP 401)"

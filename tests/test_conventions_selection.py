@@ -145,3 +145,24 @@ def test_non_agent_spans_are_not_candidates() -> None:
     result = spans_to_runs(decode_traces(otlp_proto(spans)))
 
     assert (result.spans_seen, result.runs, result.rejects, result.skipped.filtered) == (1, (), (), 0)
+
+
+def test_runs_keep_the_resource_attributes_they_are_told_to_keep() -> None:
+    """For the OTLP exporter, which copies them onto the scores' spans (scalars only; others are left)."""
+    traces = _traces(_agent("support"))
+    resource = traces.resource_spans[0].resource
+    for key, value in (("openinference.project.name", "shop"), ("deployment.environment", "prod")):
+        kv = resource.attributes.add()
+        kv.key, kv.value.string_value = key, value
+    listed = resource.attributes.add()
+    listed.key = "service.namespace"
+    listed.value.array_value.values.add().string_value = "not a scalar"
+    keep = {"openinference.project.name", "deployment.environment", "service.namespace"}
+
+    [run] = spans_to_runs(traces, resource_attributes=keep).runs
+    assert dict(run.target.resource_attributes) == {
+        "openinference.project.name": "shop",
+        "deployment.environment": "prod",
+    }
+    [plain] = spans_to_runs(traces).runs
+    assert plain.target.resource_attributes == ()

@@ -31,6 +31,7 @@ UNIT_TESTS = sorted((DEPLOY / "prometheus" / "tests").glob("*.yml"))
 COMPOSE = DEPLOY / "compose" / "compose.yaml"
 COLLECTOR_CONFIGS = [
     DEPLOY / "otel-collector" / "otel-collector.yaml",
+    DEPLOY / "otel-collector" / "otel-collector-phoenix.yaml",
     DEPLOY / "k8s" / "sidecar-container" / "otel-collector.yaml",
 ]
 SIDECAR_CONFIGS = [DEPLOY / "compose" / "sidecar.yaml", DEPLOY / "k8s" / "base" / "sidecar.yaml"]

@@ -26,6 +26,7 @@ from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary
 from tests.support.sidecar_process import SidecarProcess, free_port, produce_traces, sidecar_config
+from tests.support.trace_scope import openinference_agent_with_llm_child, produce_records
 
 pytestmark = pytest.mark.skipif(
     prometheus_binary() is None,
@@ -108,6 +109,9 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
     generator = TrafficGenerator(seed=17)
     await produce_traces(kafka_bootstrap, spans, list(generator.traces(20)), poison={3: POISON})
+    # An agent span without its instructions (they are on its LLM child): prompt alignment judges it degraded.
+    degraded = openinference_agent_with_llm_child()
+    await produce_records(kafka_bootstrap, spans, [(degraded.key, r) for r in degraded.records])
     metrics_port = free_port()
     sidecar = SidecarProcess(
         sidecar_config(
@@ -122,7 +126,10 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"},
                 {"id": "similarity", "kind": "content-similarity", "sampling": 0.5},  # sampled_out skips
                 {"id": "alignment-capped", "kind": "prompt-alignment", "judge": "capped"},
+                # Whole traces: buffered, ready by reason, assembly wait, late spans (at 0).
+                {"id": "whole", "kind": "content-similarity", "targets": {"scope": "trace"}},
             ],
+            runtime={"trace_buffer": {"idle_s": 0.5}},
         ),
         tmp_path / "sidecar",
         env={"JUDGE_API_KEY": SECRET_KEY},

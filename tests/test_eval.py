@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sidecar.cli import main
 from sidecar.embedded.heuristic_judge import heuristic_reply
@@ -257,3 +258,32 @@ def test_threshold_syntax_and_terminal_progress() -> None:
     text = out.getvalue()
     assert "\r[##........] 1/4 runs" in text and "ETA" in text and text.endswith("\n")
     assert "\r[##########] 4/4 runs" in text
+
+
+def test_a_missing_api_key_is_said_before_scoring_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("JUDGE_API_BASE", raising=False)
+    assert main(["eval", str(DATASET), "--config", str(CONFIG), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table: nothing was scored
+    assert "judge 'default' (openai/gpt-4o-mini) has no API key: set OPENAI_API_KEY" in captured.err
+    assert "--stand-in-judge" in captured.err
+
+
+def test_the_all_kinds_example_scores_every_kind_it_lists(capsys: pytest.CaptureFixture[str]) -> None:
+    config = ROOT / "examples" / "eval-all-kinds.yaml"
+    dataset = ROOT / "examples" / "eval-rag-dataset.jsonl"
+    thresholds = ROOT / "examples" / "eval-all-kinds-thresholds.yaml"
+    args = ["--config", str(config), "--thresholds", str(thresholds), "--stand-in-judge", "--no-progress"]
+    code = main(["eval", str(dataset), *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    items = sum(1 for line in dataset.read_text().splitlines() if line.strip())
+    kinds = yaml.safe_load(config.read_text())["scorers"]
+    ids = {k["id"] for k in kinds}
+    rows = {row[0]: row for row in (line.split() for line in captured.out.splitlines()) if row and row[0] in ids}
+    assert set(rows) == ids
+    for scorer, row in rows.items():
+        assert row[2:5] == [str(items), "0", "0"], (scorer, row)  # every item scored, none failed

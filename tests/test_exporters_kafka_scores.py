@@ -175,6 +175,7 @@ async def test_scored_run_record_through_the_broker(
             "convention": "genai",
             "scorerFingerprint": fingerprint,
             "sidecarVersion": __version__,
+            "scope": "span",
         },
     }
     # The judge record in detail: both judged steps, with what the provider reported.

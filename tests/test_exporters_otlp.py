@@ -111,7 +111,7 @@ async def make_sink(otlp_receiver: OtlpReceiver, protocol: str) -> AsyncIterator
     sinks: list[OtlpTraceSink] = []
 
     def make(**kwargs: Any) -> OtlpTraceSink:
-        options: dict[str, Any] = {"timeout_s": 5, "schedule_delay_s": 0.05}
+        options: dict[str, Any] = {"timeout_s": 5, "schedule_delay_s": 0.05, "evaluation_logs": True}
         options.update(kwargs)
         sink = OtlpTraceSink(otlp_receiver.endpoint(protocol), protocol, **options)  # type: ignore[arg-type]
         sinks.append(sink)
@@ -194,6 +194,7 @@ async def test_a_judged_run_becomes_a_run_span_with_judge_children_and_an_evalua
     assert parent.trace_id == TRACE_ID
     assert parent.parent_span_id == SPAN_ID
     assert parent.span.kind == Span.SPAN_KIND_INTERNAL
+    assert parent.attributes["openinference.span.kind"] == "EVALUATOR"  # Phoenix labels it an evaluator
     assert parent.span.start_time_unix_nano == run.started_unix_nano
     assert parent.span.end_time_unix_nano == run.finished_unix_nano
     assert parent.span.status.code == Status.STATUS_CODE_UNSET
@@ -489,7 +490,11 @@ async def test_headers_are_sent_and_http_is_compressed(
 async def test_http_endpoint_may_name_the_traces_path(otlp_receiver: OtlpReceiver) -> None:
     run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
     sink = OtlpTraceSink(
-        otlp_receiver.endpoint("http/protobuf") + "/v1/traces/", "http/protobuf", compression="none", timeout_s=5
+        otlp_receiver.endpoint("http/protobuf") + "/v1/traces/",
+        "http/protobuf",
+        compression="none",
+        timeout_s=5,
+        evaluation_logs=True,
     )
     await sink.start()
     try:
@@ -520,3 +525,121 @@ async def test_close_exports_what_is_queued(otlp_receiver: OtlpReceiver, protoco
     assert len(spans_of(otlp_receiver)) == 1
     assert await sink.flush(1) is True  # closed: nothing pending any more
     await sink.close()  # idempotent
+
+
+# --- a receiver without a logs signal, a receiver refusing traces, resources copied from the scored span ----
+
+
+async def test_a_receiver_without_logs_turns_the_log_records_off_and_flushes_confirm(
+    traces_only_receiver: OtlpReceiver, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tempo, Jaeger, Phoenix, Langfuse: HTTP 404 (or 405) on /v1/logs, gRPC UNIMPLEMENTED. The first failed
+    log export turns the log records off with one ERROR line; spans keep flowing and every flush confirms."""
+    receiver = traces_only_receiver
+    scorer = create_scorer(id="length").generate_score(lambda ctx: 0.5)
+    sink = OtlpTraceSink(
+        receiver.endpoint(protocol),
+        protocol,  # type: ignore[arg-type]
+        timeout_s=5,
+        schedule_delay_s=0.05,
+        evaluation_logs=True,
+    )
+    await sink.start()
+    try:
+        with caplog.at_level("ERROR", logger="exporters.otlp"):
+            for i in range(3):
+                await sink.submit(await run_scorer(scorer, make_request(span_id=f"{i + 1:016x}")))
+            assert await sink.flush(10) is True
+            assert sink.disabled_signals == {"logs"}
+            for i in range(3, 6):
+                await sink.submit(await run_scorer(scorer, make_request(span_id=f"{i + 1:016x}")))
+            assert await sink.flush(10) is True
+        assert sink.outstanding == 0 and sink.problem is None
+    finally:
+        await sink.close()
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, [r.getMessage() for r in errors]
+    message = errors[0].getMessage()
+    assert "no logs signal" in message and "exporters.otlp.evaluation_logs" in message
+    assert ("HTTP 404" if protocol == "http/protobuf" else "gRPC UNIMPLEMENTED") in message
+    assert receiver.endpoint(protocol) in message
+    assert len([s for s in spans_of(receiver) if s.name.startswith("scorer run:")]) == 6
+    assert receiver.logs == []
+
+
+async def test_a_receiver_refusing_traces_blocks_flushes_and_says_which_key_to_change(
+    otlp_receiver: OtlpReceiver, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import grpc
+
+    sink = OtlpTraceSink(
+        otlp_receiver.endpoint(protocol),
+        protocol,  # type: ignore[arg-type]
+        timeout_s=2,
+        schedule_delay_s=0.05,
+        headers={"Authorization": f"Bearer {SECRET_KEY}"},
+    )
+    await sink.start()
+    run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
+    otlp_receiver.fail(http_status=401, grpc_code=grpc.StatusCode.UNAUTHENTICATED)
+    try:
+        with caplog.at_level("INFO", logger="exporters.otlp"):
+            await sink.submit(run)
+            assert await sink.flush(10) is False
+            assert await sink.flush(10) is False  # kept, sent again, refused again: one ERROR line only
+            assert sink.problem is not None and "exporters.otlp.headers" in sink.problem
+            assert ("HTTP 401" if protocol == "http/protobuf" else "gRPC UNAUTHENTICATED") in sink.problem
+            assert sink.outstanding == 1
+            otlp_receiver.recover()
+            assert await sink.flush(10) is True
+        assert sink.problem is None and sink.disabled_signals == frozenset()
+    finally:
+        await sink.close()
+    # The sink's own: one line for the refusal (the SDK's exporter logs each failed export as well).
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and r.name == "exporters.otlp"]
+    assert len(errors) == 1 and "refuses traces" in errors[0], errors
+    assert any("takes traces again" in r.getMessage() for r in caplog.records)
+    assert all(SECRET_KEY not in r.getMessage() for r in caplog.records)
+    assert len(spans_of(otlp_receiver)) == 1
+
+
+async def test_the_scored_spans_resource_attributes_are_copied_onto_the_scores_spans(
+    otlp_receiver: OtlpReceiver, make_sink: SinkFactory
+) -> None:
+    """Backends file traces by resource (Phoenix projects, Langfuse environments, Datadog env): the scores
+    carry the scored trace's, whichever arrives first. The sidecar's own service.name stays."""
+    sink = make_sink(resource_attributes=("openinference.project.name", "deployment.environment"))
+    await sink.start()
+    scorer = create_scorer(id="length").generate_score(lambda ctx: 0.5)
+
+    def request(trace_id: str, resource: tuple[tuple[str, Any], ...]) -> ScorerRunRequest:
+        base = make_request(trace_id=trace_id)
+        return base.model_copy(update={"target": base.target.model_copy(update={"resource_attributes": resource})})
+
+    shop, billing, bare = "1" * 32, "2" * 32, "3" * 32
+    await sink.submit(
+        await run_scorer(
+            scorer,
+            request(shop, (("openinference.project.name", "shop"), ("deployment.environment", "prod"))),
+        )
+    )
+    await sink.submit(
+        await run_scorer(scorer, request(billing, (("openinference.project.name", "billing"), ("k8s.pod", "x"))))
+    )
+    await sink.submit(await run_scorer(scorer, request(bare, ())))
+    assert await sink.flush(10) is True
+    await sink.close()
+
+    def resource_of(trace_id: str) -> dict[str, Any]:
+        [span] = spans_of(otlp_receiver, trace_id)
+        [record] = logs_of(otlp_receiver, trace_id)
+        assert record.resource == span.resource
+        return span.resource
+
+    assert resource_of(shop)["openinference.project.name"] == "shop"
+    assert resource_of(shop)["deployment.environment"] == "prod"
+    assert resource_of(billing)["openinference.project.name"] == "billing"
+    assert "k8s.pod" not in resource_of(billing)  # not in the configured list
+    assert "openinference.project.name" not in resource_of(bare)
+    for trace_id in (shop, billing, bare):
+        assert resource_of(trace_id)["service.name"] == "scoring-sidecar"

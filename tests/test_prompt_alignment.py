@@ -10,16 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sidecar.core.runs import ScorerRunRequest, SpanTarget, missing_parts
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.prompt_alignment import (
     PromptAlignmentAnalysis,
     PromptAlignmentAnalysisWithSystem,
     prompt_alignment_score,
 )
+from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import ScorerRunError
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.scoring.prompting import round_to_two_decimals
 from sidecar.testing.judge_server import JudgeServer, RecordedRequest, Reply
+from tests.support.agent_runs import agent_run
 
 
 def dims(intent: float, requirements: float, completeness: float, appropriateness: float) -> dict[str, Any]:
@@ -250,3 +253,20 @@ def test_rounding_properties(x: float) -> None:
     assert round_to_two_decimals(rounded) == rounded
     # Halves go up (towards +∞), as Math.round does.
     assert math.isclose(round_to_two_decimals(math.floor(x) + 0.125), math.floor(x) + 0.13, abs_tol=1e-9)
+
+
+def test_the_parts_each_mode_reads_and_the_parts_a_run_lacks() -> None:
+    """A score says which parts its scorer reads that the run lacked (``both`` mode without a system prompt
+    judges the user part alone): the kind declares what each mode reads."""
+    kind = scorer_kinds()["prompt-alignment"]
+    assert kind.needs_given({}) == {"input", "output", "system"}
+    assert kind.needs_given({"evaluationMode": "user"}) == {"input", "output"}
+    assert kind.needs_given({"evaluation_mode": "system"}) == {"output", "system"}
+    run_input, output = agent_run("Where is my parcel?", "It ships tomorrow.")
+    request = ScorerRunRequest(
+        target=SpanTarget(trace_id="0" * 31 + "1", span_id="0" * 15 + "1"), input=run_input, output=output
+    )
+    assert missing_parts(request, kind.needs_given({})) == ("system",)
+    assert missing_parts(request, kind.needs_given({"evaluationMode": "user"})) == ()
+    silent = request.model_copy(update={"output": ()})
+    assert missing_parts(silent, {"input", "output", "system"}) == ("output", "system")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -62,7 +63,7 @@ def test_example_config_is_valid_and_builds(monkeypatch: pytest.MonkeyPatch) -> 
     assert settings.judges["default"].api_key is None  # ${OPENAI_API_KEY:-} → empty → unset
     assert not settings.exporters.otlp.is_enabled
     scorers = build_scorers(settings)
-    assert list(scorers) == ["prompt-alignment", "echo-similarity"]
+    assert list(scorers) == ["prompt-alignment", "echo-similarity", "tool-use"]
     selection = settings.scorers[0].selection()
     assert selection.sample_rate == 0.25
     assert selection.agents.allows("support-bot") and not selection.agents.allows("support-canary")
@@ -83,6 +84,14 @@ def test_minimal_config_defaults() -> None:
     assert (settings.exporters.prometheus.host, settings.exporters.prometheus.port) == ("0.0.0.0", 9464)
     assert settings.exporters.kafka_scores.enabled and settings.exporters.kafka_scores.topic == "agent_scores"
     assert not settings.exporters.otlp.is_enabled
+    assert settings.exporters.otlp.evaluation_logs is False  # most trace backends take no OTLP logs
+    assert settings.exporters.otlp.resource_attributes == (
+        "openinference.project.name",
+        "deployment.environment",
+        "deployment.environment.name",
+        "service.namespace",
+    )
+    assert not settings.exporters.phoenix.is_enabled
     assert settings.scorers[0].selection() == Selection()
     assert settings.log_level == "INFO"
 
@@ -373,6 +382,46 @@ def test_otlp_enabled_needs_an_endpoint() -> None:
     assert problems == [("exporters.otlp.endpoint", 7, "required when the OTLP exporter is enabled")]
 
 
+def test_otlp_resource_attributes_never_take_the_sidecars_own() -> None:
+    problems = problems_of(MINIMAL + "exporters:\n  otlp:\n    resource_attributes: [service.name, '']\n")
+    assert problems == [
+        ("exporters.otlp.resource_attributes[0]", 8, "service.name is the sidecar's own (the loop guard); not copied"),
+        ("exporters.otlp.resource_attributes[1]", 8, "must not be empty"),
+    ]
+
+
+def test_phoenix_exporter_settings() -> None:
+    problems = problems_of(MINIMAL + "exporters:\n  phoenix: {enabled: true}\n")
+    assert problems == [("exporters.phoenix.base_url", 7, "required when the Phoenix exporter is enabled")]
+    problems = problems_of(MINIMAL + "exporters:\n  phoenix: {base_url: phoenix:6006}\n")
+    assert problems == [("exporters.phoenix.base_url", 7, "must start with http:// or https://")]
+
+    settings = load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: 'http://phoenix:6006'}\n")
+    phoenix = settings.exporters.phoenix
+    assert phoenix.is_enabled
+    assert (phoenix.batch_size, phoenix.timeout_s, phoenix.max_pending, phoenix.span_wait_s) == (
+        100,
+        10.0,
+        10_000,
+        300.0,
+    )
+    assert phoenix.api_key_value({"PHOENIX_API_KEY": "px-key"}) == "px-key"  # from the environment
+    assert phoenix.api_key_value({}) is None
+    keyed = load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: 'http://p:6006', api_key: px-set}\n")
+    assert keyed.exporters.phoenix.api_key_value({"PHOENIX_API_KEY": "other"}) == "px-set"
+    assert "px-set" not in repr(keyed) and "px-set" not in str(keyed.redacted_dict())
+    # an empty ${PHOENIX_URL:-} switches it off
+    assert not load_settings(MINIMAL + "exporters:\n  phoenix: {base_url: ''}\n").exporters.phoenix.is_enabled
+
+
+def test_phoenix_reserves_the_annotation_name_note() -> None:
+    text = MINIMAL.replace("id: sim", "id: note") + "exporters:\n  phoenix: {base_url: 'http://p:6006'}\n"
+    problems = problems_of(text)
+    assert [(path, message) for path, _, message in problems] == [
+        ("scorers[0].id", "Phoenix reserves the annotation name 'note' for notes: rename the scorer")
+    ]
+
+
 # -- ${ENV} ----------------------------------------------------------------------------------------
 
 
@@ -519,15 +568,26 @@ def test_score_topic_must_differ_from_inputs() -> None:
 # -- scorer factory ------------------------------------------------------------------------------
 
 
+# Kinds that, as in Mastra, cannot be built without saying what to expect.
+REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
+    "tool-call-accuracy": {"expectedTool": "search"},
+    "checks": {"checks": [{"type": "usedNoTools"}]},
+}
+
+
 def test_every_registered_kind_builds_and_validates_its_options() -> None:
     kinds = scorer_kinds()
     assert {"prompt-alignment", "content-similarity"} <= set(kinds)
     judge = JudgeModel(model="openai/gpt-4o-mini")
     for name, kind in kinds.items():
         assert kind.description and kind.options.model_config.get("extra") == "forbid"
-        scorer = build_scorer(
-            ScorerSettings(id=f"x-{name}", kind=name, judge="j" if kind.needs_judge else None), {"j": judge}
+        settings = ScorerSettings(
+            id=f"x-{name}",
+            kind=name,
+            judge="j" if kind.needs_judge else None,
+            options=REQUIRED_OPTIONS.get(name, {}),
         )
+        scorer = build_scorer(settings, {"j": judge})
         assert scorer.id == f"x-{name}"
 
 
@@ -602,7 +662,7 @@ def test_cli_validate_ok() -> None:
     done = run_cli("validate", "--config", str(EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "config OK: 2 scorers (prompt-alignment, echo-similarity), 1 judges (default), topics (otlp_spans)"
+        "config OK: 3 scorers (prompt-alignment, echo-similarity, tool-use), 1 judges (default), topics (otlp_spans)"
     )
 
 
@@ -626,3 +686,40 @@ def test_cli_validate_in_process(capsys: pytest.CaptureFixture[str], tmp_path: P
     path.write_text(MINIMAL)
     assert main(["validate", "--config", str(path)]) == 0
     assert capsys.readouterr().out.startswith("config OK: 1 scorers (sim), 0 judges (none), topics (otlp_spans)")
+
+
+# -- whole-trace scope -----------------------------------------------------------------------------
+
+
+def test_trace_scope_defaults_and_bounds() -> None:
+    settings = load_settings(
+        yaml_text(
+            """
+            kafka: {bootstrap_servers: localhost:9092}
+            scorers:
+              - {id: sim, kind: content-similarity}
+              - {id: whole, kind: content-similarity, targets: {scope: trace}}
+            runtime: {trace_buffer: {idle_s: 2}}
+            """
+        ),
+        environ={},
+    )
+    assert [s.targets.scope for s in settings.scorers] == ["span", "trace"]
+    buffer = settings.runtime.trace_buffer
+    assert (buffer.idle_s, buffer.max_wait_s, buffer.max_traces) == (2, 120, 20_000)
+
+
+def test_trace_scope_assembles_agent_spans_only_and_max_wait_covers_idle() -> None:
+    found = problems_of(
+        """
+        kafka: {bootstrap_servers: localhost:9092}
+        scorers:
+          - {id: calls, kind: content-similarity, targets: {kinds: [inference], scope: trace}}
+        runtime: {trace_buffer: {idle_s: 10, max_wait_s: 5}}
+        """
+    )
+    assert [(path, line) for path, line, _ in found] == [
+        ("scorers[0].targets.kinds", 3),
+        ("runtime.trace_buffer.max_wait_s", 4),
+    ]
+    assert "kinds must be [agent]" in found[0][2] and found[1][2] == "must be at least idle_s"

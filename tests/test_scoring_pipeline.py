@@ -11,9 +11,11 @@ from pydantic import BaseModel, ValidationError
 from sidecar.scoring import (
     JudgeExecutionFailure,
     JudgeExecutionSuccess,
+    NotScorable,
     ScorerDefinitionError,
     ScorerInputError,
     ScorerRunError,
+    StepContext,
     create_scorer,
     not_scorable,
 )
@@ -148,6 +150,26 @@ async def test_not_scorable_skips_the_rest_and_has_no_score(judge_server: JudgeS
         "step": "preprocess",
         "reason": "no tool calls in this run",
     }
+
+
+async def test_a_prompt_step_may_say_not_scorable_before_calling_the_judge(
+    judge_server: JudgeServer, make_judge_model
+) -> None:
+    def extract_prompt(ctx: StepContext) -> str | NotScorable:
+        return not_scorable("no ground truth") if ctx.run.ground_truth is None else "extract"
+
+    scorer = (
+        create_scorer(id="needs-truth", judge=make_judge_model())
+        .preprocess(description="extract", create_prompt=extract_prompt, output_schema=_Anything)
+        .generate_score(lambda ctx: 1)
+    )
+    result = await scorer.run(input="q", output="o")
+    assert result.not_scorable is not None
+    assert (result.not_scorable.step, result.not_scorable.reason) == ("preprocess", "no ground truth")
+    assert result.judge is None and result.preprocess_prompt is None and judge_server.requests == []
+    judge_server.script(Reply.json({"ok": True}))
+    scored = await scorer.run(input="q", output="o", ground_truth="truth")
+    assert scored.score == 1 and len(judge_server.requests) == 1
 
 
 class _Anything(BaseModel):

@@ -370,3 +370,91 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
         sidecar.kill()
     run_spans = [s for s in otlp_receiver.spans if s.name.startswith("scorer run:")]
     assert {(s.trace_id, s.parent_span_id) for s in run_spans} == {(t.trace_id, t.agent_span_id) for t in traces}
+
+
+async def test_a_traces_only_receiver_costs_one_error_line_not_the_commits(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+    traces_only_receiver: OtlpReceiver,
+) -> None:
+    """Tempo, Jaeger, Phoenix, Langfuse take no OTLP logs (HTTP 404 here). With the evaluation log records
+    asked for anyway: the exporter stays up, /readyz 200, every offset committed, one ERROR line that names
+    the endpoint and the key; the scores' spans all arrive."""
+    judge_server.reset(heuristic_reply)
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 12, seed=19)
+    group = unique_name("group")
+    sidecar = sidecar_for(
+        tmp_path,
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=group,
+        otlp_endpoint=traces_only_receiver.endpoint("http/protobuf"),
+    )
+    sidecar.config["exporters"]["otlp"]["evaluation_logs"] = True
+    sidecar.start()
+    try:
+        await sidecar.wait_ready()
+        for _ in range(150):
+            if await committed_total(kafka_bootstrap, group, spans, 3) == len(traces):
+                break
+            await asyncio.sleep(0.2)
+        assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces)
+        await poll_readyz(sidecar, 200)
+        metrics = await sidecar.metrics_text()
+        assert sample(metrics, "scoring_sidecar_exporter_up", {"exporter": "otlp"}) == 1
+        assert sample(metrics, "scoring_sidecar_exporter_pending_items", {"exporter": "otlp"}) == 0
+        assert sample(metrics, "scoring_sidecar_exporter_signal_disabled", {"exporter": "otlp", "signal": "logs"}) == 1
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    errors = [line for line in sidecar.log_path.read_text().splitlines() if " ERROR " in line]
+    assert len(errors) == 1, errors
+    assert "no logs signal" in errors[0] and "exporters.otlp.evaluation_logs" in errors[0]
+    assert traces_only_receiver.endpoint("http/protobuf") in errors[0]
+    run_spans = [s for s in traces_only_receiver.spans if s.name.startswith("scorer run:")]
+    assert {(s.trace_id, s.parent_span_id) for s in run_spans} == {(t.trace_id, t.agent_span_id) for t in traces}
+    assert traces_only_receiver.logs == [] and traces_only_receiver.refused_logs >= 1
+
+
+async def test_a_receiver_refusing_the_traces_blocks_commits_and_readyz_says_which_key_to_change(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 6, seed=23)
+    group = unique_name("group")
+    sidecar = sidecar_for(
+        tmp_path,
+        (spans, scores, dead),
+        judge_server,
+        bootstrap=kafka_bootstrap,
+        group=group,
+        otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
+        scorers=[{"id": "similarity", "kind": "content-similarity"}],
+    )
+    otlp_receiver.fail(http_status=401)
+    sidecar.start()
+    try:
+        reason = await poll_readyz(sidecar, 503, containing="check exporters.otlp.headers")
+        assert "otlp: traces refused: HTTP 401" in reason
+        await poll_readyz(sidecar, 503, containing="exporter not confirming exports: otlp")
+        assert await committed_total(kafka_bootstrap, group, spans, 3) == 0
+        otlp_receiver.recover()
+        await poll_readyz(sidecar, 200)
+        for _ in range(100):
+            if await committed_total(kafka_bootstrap, group, spans, 3) == len(traces):
+                break
+            await asyncio.sleep(0.1)
+        assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces)
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    refusals = [line for line in sidecar.log_path.read_text().splitlines() if "ERROR exporters.otlp" in line]
+    assert len(refusals) == 1 and "refuses traces" in refusals[0], refusals

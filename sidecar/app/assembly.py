@@ -7,23 +7,27 @@ drift apart:
   ``JudgeClient`` that calls it, reporting every call to the observers;
 - **scorers**: built from the registry or a ``python:`` factory, checked to call only declared judges,
   and bound to those judges' clients (``Scorer.bind``): no step can reach a model around its gate;
-- **sinks**: the destinations of the live service (Kafka score records, OTLP), when asked for;
+- **sinks**: the destinations of the live service (Kafka score records, OTLP, Phoenix annotations), when
+  asked for;
 - **observers**: the metrics (when given) and whatever the command listens with (the demo's summary,
   ``eval``'s table), behind one fan-out.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporters.kafka_scores import KafkaScoreSink
 from exporters.otlp import OtlpTraceSink
+from exporters.phoenix import DROP_REASONS as PHOENIX_DROP_REASONS
+from exporters.phoenix import AnnotatorKind, PhoenixAnnotationSink
 from exporters.prometheus import SidecarMetrics
 from sidecar.core import Sink
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
-from sidecar.runtime.scorer_factory import build_scorers
+from sidecar.runtime.scorer_factory import build_scorers, kind_for
 from sidecar.runtime.service import ConfiguredScorer
 from sidecar.runtime.settings import EvalSettings, JudgeSettings, Settings
 from sidecar.scoring import JudgeModel
@@ -61,6 +65,16 @@ class Assembly:
             if j.gate.held
         ]
         return "; ".join(holding) or None
+
+    def exporters_refused(self) -> str | None:
+        """A readiness problem while a destination refuses the scores for good (credentials, a wrong URL):
+        nothing is committed past them until it takes them."""
+        refused = [
+            f"{sink.name}: {sink.problem}"
+            for sink in self.sinks
+            if isinstance(sink, OtlpTraceSink | PhoenixAnnotationSink) and sink.problem
+        ]
+        return "; ".join(refused) or None
 
     def resume_judges(self) -> None:
         """Close every circuit and lift every pause (an operator fixed the key, the quota or the model)."""
@@ -120,27 +134,58 @@ def assemble(
         own = judges[scorer_settings.judge] if scorer_settings.judge is not None else None
         # The scorer's own judge first: two judges declared alike still each get their own gate.
         clients = [*([own.client] if own else []), *(j.client for j in judges.values() if j is not own)]
+        kind = kind_for(scorer_settings)
         scorers.append(
             ConfiguredScorer(
                 scorer=built[scorer_settings.id].bind(*clients),
                 selection=scorer_settings.selection(),
                 scale=scorer_settings.scale,
                 judge_model=own.label if own is not None else None,
+                scope=scorer_settings.targets.scope,
+                needs=kind.needs_given(scorer_settings.options) if kind is not None else frozenset(),
             )
         )
-    destinations = _sinks(settings) if sinks else ()
+    annotator_kinds: dict[str, AnnotatorKind] = {
+        configured.scorer.id: "LLM" if configured.judge_model is not None or scorer_settings.needs_judge else "CODE"
+        for configured, scorer_settings in zip(scorers, settings.scorers, strict=True)
+    }
+    destinations = _sinks(settings, observer, annotator_kinds) if sinks else ()
     if metrics is not None:
         for judge in judges.values():
             metrics.register_judge(judge.model)
             metrics.track_judge_holds(judge.label, judge.gate.held_runs, judge.gate.oldest_hold_s)
-        for configured in scorers:
-            metrics.set_scorer_scale(configured.scorer.id, configured.scale)
+        for configured, scorer_settings in zip(scorers, settings.scorers, strict=True):
+            kind = kind_for(scorer_settings)
+            metrics.register_scorer(
+                configured.scorer.id,
+                kind=kind.name if kind is not None else "python",
+                direction=kind.direction if kind is not None else "higher",
+                scale=configured.scale,
+                scope=configured.scope,
+            )
         for sink in destinations:
-            metrics.register_exporter(sink.name, lambda sink=sink: sink.outstanding)  # type: ignore[misc]
+            drop_reasons: tuple[str, ...] = ()
+            if isinstance(sink, PhoenixAnnotationSink):
+                drop_reasons = PHOENIX_DROP_REASONS
+            elif isinstance(sink, KafkaScoreSink):
+                drop_reasons = ("rejected",)
+            metrics.register_exporter(
+                sink.name,
+                lambda sink=sink: sink.outstanding,  # type: ignore[misc]
+                drop_reasons=drop_reasons,
+            )
+            if isinstance(sink, OtlpTraceSink) and sink.evaluation_logs:
+                metrics.track_exporter_signal(sink.name, "logs", functools.partial(_signal_off, sink, "logs"))
     return Assembly(judges, tuple(scorers), destinations, observer, metrics)
 
 
-def _sinks(settings: EvalSettings) -> tuple[Sink, ...]:
+def _signal_off(sink: OtlpTraceSink, signal: str) -> bool:
+    return signal in sink.disabled_signals
+
+
+def _sinks(
+    settings: EvalSettings, observer: ServiceObserver, annotator_kinds: dict[str, AnnotatorKind]
+) -> tuple[Sink, ...]:
     if not isinstance(settings, Settings):
         raise TypeError("the live sinks need the live settings (with kafka)")
     exporters = settings.exporters
@@ -154,6 +199,7 @@ def _sinks(settings: EvalSettings) -> tuple[Sink, ...]:
                 producer_options=kafka.security.client_options(),
                 enable_idempotence=kafka.enable_idempotence,
                 max_pending=exporters.kafka_scores.max_pending_records,
+                observer=observer,
             )
         )
     if exporters.otlp.is_enabled and exporters.otlp.endpoint:
@@ -164,6 +210,21 @@ def _sinks(settings: EvalSettings) -> tuple[Sink, ...]:
                 headers=exporters.otlp.header_values(),
                 timeout_s=exporters.otlp.timeout_s,
                 evaluation_logs=exporters.otlp.evaluation_logs,
+                resource_attributes=exporters.otlp.resource_attributes,
+            )
+        )
+    phoenix = exporters.phoenix
+    if phoenix.is_enabled and phoenix.base_url:
+        sinks.append(
+            PhoenixAnnotationSink(
+                phoenix.base_url,
+                api_key=phoenix.api_key_value(),
+                annotator_kinds=annotator_kinds,
+                batch_size=phoenix.batch_size,
+                timeout_s=phoenix.timeout_s,
+                max_pending=phoenix.max_pending,
+                span_wait_s=phoenix.span_wait_s,
+                observer=observer,
             )
         )
     return tuple(sinks)

@@ -17,9 +17,11 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
+from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.service import RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
+from sidecar.runtime.trace_buffer import TraceBufferLimits
 
 __all__ = ["run_service", "serve"]
 
@@ -56,7 +58,7 @@ async def run_service(
     service = ScoringService(
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=kafka.group_id,
-        ingest=kafka.ingest_config(kafka.topics[0]),
+        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=_kept_resource_attributes(settings)),
         topics=kafka.topics,
         scorers=assembly.scorers,
         sinks=assembly.sinks,
@@ -69,10 +71,18 @@ async def run_service(
             revoke_timeout_s=runtime.revoke_timeout_s,
             run_timeout_s=runtime.run_timeout_s,
             max_poll_records=kafka.max_poll_records,
+            trace_buffer=TraceBufferLimits(
+                idle_s=runtime.trace_buffer.idle_s,
+                max_wait_s=runtime.trace_buffer.max_wait_s,
+                max_traces=runtime.trace_buffer.max_traces,
+                max_bytes=runtime.trace_buffer.max_bytes,
+                max_trace_bytes=runtime.trace_buffer.max_trace_bytes,
+            ),
         ),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
-        readiness_checks=(assembly.judges_holding,),
+        readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
     )
     _resume_judges_on(signal.SIGUSR1, assembly)
     if watchdog is not None:
@@ -88,6 +98,12 @@ async def run_service(
         if server is not None:
             await server.stop()
         await assembly.aclose()
+
+
+def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
+    """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports."""
+    otlp = settings.exporters.otlp
+    return otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
 
 
 async def _metrics_server(

@@ -23,11 +23,11 @@ from sidecar.conventions.messages import (
 )
 from sidecar.conventions.selection import SpanKind
 from sidecar.core import names
-from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.core.runs import ResourceValue, ScorerRunRequest, SpanTarget
 from sidecar.core.timestamps import iso_millis
 from sidecar.scoring.agent import AgentMessage, AgentRunInput, MessageContent, SystemMessage, TextPart
 
-__all__ = ["SpanView", "map_span"]
+__all__ = ["SpanView", "map_span", "usage_of"]
 
 Events = tuple[tuple[str, Mapping[str, Any]], ...]
 
@@ -47,6 +47,7 @@ class SpanView:
     service_name: str | None
     attributes: Mapping[str, Any]
     events: Events = ()
+    resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
 
 
 def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
@@ -133,6 +134,36 @@ def agent_name_of(attributes: Mapping[str, Any]) -> str | None:
     return _opt_str(_first(attributes, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME, names.GEN_AI_AGENT_ID))
 
 
+def _one_message_per_turn(messages: list[ParsedMessage]) -> list[ParsedMessage]:
+    """Consecutive assistant messages of one turn (a tool call, then the answer) as one message whose parts
+    keep their order: the shape Mastra stores, where the answer's text is the assistant message's text."""
+    merged: list[ParsedMessage] = []
+    for message in messages:
+        if merged and message.role == "assistant" and merged[-1].role == "assistant":
+            merged[-1] = ParsedMessage(role="assistant", parts=(*merged[-1].parts, *message.parts))
+        else:
+            merged.append(message)
+    return merged
+
+
+def usage_of(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """A span's own (input, output) token counts, in any convention that reports them."""
+    a = attributes
+    return (
+        _opt_int(
+            _first(a, names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_PROMPT_TOKENS, names.LLM_TOKEN_COUNT_PROMPT)
+        ),
+        _opt_int(
+            _first(
+                a,
+                names.GEN_AI_USAGE_OUTPUT_TOKENS,
+                names.GEN_AI_USAGE_COMPLETION_TOKENS,
+                names.LLM_TOKEN_COUNT_COMPLETION,
+            )
+        ),
+    )
+
+
 def map_span(view: SpanView) -> ScorerRunRequest | None:
     """The scorer run for a span, or ``None`` when the span carries no content at all.
 
@@ -155,7 +186,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
                 system.append(text)
         elif message.parts:  # images-only or sparse-index messages leave nothing a judge can read
             conversation.append(message)
-    answers = [m for m in merge_tool_results(outputs) if m.role != "system" and m.parts]
+    answers = _one_message_per_turn([m for m in merge_tool_results(outputs) if m.role != "system" and m.parts])
     if not conversation and not answers and not system:
         return None
 
@@ -164,6 +195,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
     last_user = max((i for i, m in enumerate(conversation) if m.role == "user"), default=0)
     started = _iso(view.start_time_unix_nano)
     ended = _iso(view.end_time_unix_nano)
+    tokens_in, tokens_out = usage_of(a)
     history = [_agent_message(m, f"{view.span_id}-in-{i}", started) for i, m in enumerate(conversation)]
     run_input = AgentRunInput(
         input_messages=tuple(history[last_user:]),
@@ -181,26 +213,13 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         agent_name=_opt_str(_first(a, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME)),
         agent_id=_opt_str(_first(a, names.GEN_AI_AGENT_ID, names.MASTRA_LEGACY_AGENT_ID)),
         service_name=view.service_name,
+        resource_attributes=view.resource_attributes,
         model=_opt_str(_first(a, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.LLM_MODEL_NAME)),
         provider=_opt_str(
             _first(a, names.GEN_AI_PROVIDER_NAME, names.GEN_AI_SYSTEM, names.LLM_PROVIDER, names.LLM_SYSTEM)
         ),
-        input_tokens=_opt_int(
-            _first(
-                a,
-                names.GEN_AI_USAGE_INPUT_TOKENS,
-                names.GEN_AI_USAGE_PROMPT_TOKENS,
-                names.LLM_TOKEN_COUNT_PROMPT,
-            )
-        ),
-        output_tokens=_opt_int(
-            _first(
-                a,
-                names.GEN_AI_USAGE_OUTPUT_TOKENS,
-                names.GEN_AI_USAGE_COMPLETION_TOKENS,
-                names.LLM_TOKEN_COUNT_COMPLETION,
-            )
-        ),
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
         end_time_unix_nano=view.end_time_unix_nano,
         sampled=view.sampled,
     )

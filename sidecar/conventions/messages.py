@@ -349,16 +349,32 @@ def free_form(value: Any, role: Role, *, mime_type: str | None = None) -> list[P
 def event_messages(
     events: Iterable[tuple[str, Mapping[str, Any]]],
 ) -> tuple[list[ParsedMessage], list[ParsedMessage]]:
-    """The deprecated per-message span events: (input messages, output choices)."""
+    """Message content carried by span events: (input messages, output choices).
+
+    Three forms: the deprecated per-message events (``gen_ai.user.message`` … ``gen_ai.choice``) with their
+    fields as attributes; the same events with the whole message as one JSON attribute
+    ``gen_ai.event.content`` (Azure AI Inference, Azure AI Agents, Semantic Kernel); and the 1.26–1.27 events
+    ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` whose ``gen_ai.prompt`` / ``gen_ai.completion``
+    attribute holds the whole list of messages as JSON.
+    """
     inputs: list[ParsedMessage] = []
     outputs: list[ParsedMessage] = []
-    for name, attrs in events:
+    for name, raw in events:
+        whole = names.CONTENT_EVENTS.get(name)
+        if whole is not None:
+            if whole in raw:
+                role: Role = "assistant" if name == names.EVENT_CONTENT_COMPLETION else "user"
+                parsed = free_form(raw[whole], role)
+                (outputs if role == "assistant" else inputs).extend(parsed)
+            continue
         default = names.MESSAGE_EVENTS.get(name)
         if default is None:
             continue
+        attrs = _with_event_content(raw, name)
         role = _role(attrs.get(names.EVENT_ATTR_ROLE), default)  # type: ignore[arg-type]
         if name == names.EVENT_CHOICE:
-            body = parse_json_text(attrs.get(names.EVENT_ATTR_MESSAGE), what="gen_ai.choice message")
+            body = attrs.get(names.EVENT_ATTR_MESSAGE)
+            body = parse_json_text(body, what="gen_ai.choice message") if isinstance(body, str) else body
             if isinstance(body, Mapping):
                 outputs.append(chat_message(body, "assistant"))
                 continue
@@ -374,6 +390,17 @@ def event_messages(
             obj["tool_call_id"] = attrs[names.EVENT_ATTR_ID]
         (outputs if name == names.EVENT_CHOICE else inputs).append(chat_message(obj, role))
     return inputs, outputs
+
+
+def _with_event_content(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """An event's fields, with those of a ``gen_ai.event.content`` JSON object laid over its attributes."""
+    raw = attrs.get(names.EVENT_ATTR_EVENT_CONTENT)
+    if raw is None:
+        return attrs
+    body = parse_json_text(raw, what=f"{name} {names.EVENT_ATTR_EVENT_CONTENT}") if isinstance(raw, str) else raw
+    if not isinstance(body, Mapping):
+        raise MappingError(f"{name} {names.EVENT_ATTR_EVENT_CONTENT} is not a JSON object")
+    return {**attrs, **body}
 
 
 def merge_tool_results(messages: Sequence[ParsedMessage]) -> list[ParsedMessage]:

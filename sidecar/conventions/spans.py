@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,9 +13,21 @@ from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
 from sidecar.conventions.selection import Selection, SpanKind, classify, sample_score
 from sidecar.core import names
-from sidecar.core.runs import ScorerRunRequest
+from sidecar.core.runs import ResourceValue, ScorerRunRequest
 
-__all__ = ["DEFAULT_SELECTION", "MappingResult", "RejectReason", "SkipCounts", "SpanReject", "spans_to_runs"]
+__all__ = [
+    "DEFAULT_SELECTION",
+    "MappingResult",
+    "RejectReason",
+    "SkipCounts",
+    "SpanAdmission",
+    "SpanReject",
+    "admit",
+    "kept_resource",
+    "service_name_of",
+    "span_view",
+    "spans_to_runs",
+]
 
 DEFAULT_SELECTION = Selection()
 RejectReason = Literal["invalid_span", "too_large", "unmappable"]
@@ -52,6 +64,10 @@ class MappingResult:
     spans_seen: int = 0
 
 
+def service_name_of(resource_attributes: Any) -> str | None:
+    return _service_name(resource_attributes)
+
+
 def _service_name(resource_attributes: Any) -> str | None:
     for kv in resource_attributes:
         if kv.key == names.SERVICE_NAME:
@@ -59,8 +75,19 @@ def _service_name(resource_attributes: Any) -> str | None:
     return None
 
 
+def kept_resource(resource_attributes: Any, keep: Collection[str]) -> tuple[tuple[str, ResourceValue], ...]:
+    """The resource attributes named in ``keep`` that hold a scalar (string, bool, int, double)."""
+    kept: dict[str, ResourceValue] = {}
+    for kv in resource_attributes:
+        if kv.key in keep:
+            kind = kv.value.WhichOneof("value")
+            if kind in ("string_value", "bool_value", "int_value", "double_value"):
+                kept[kv.key] = getattr(kv.value, kind)
+    return tuple(kept.items())
+
+
 def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.MESSAGE_EVENTS)
+    return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.CONTENT_EVENT_NAMES)
 
 
 def _sampled(flags: int) -> bool:
@@ -71,7 +98,13 @@ def _sampled(flags: int) -> bool:
     return bool(trace_flags & 0x01) if trace_flags else True
 
 
-def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[str, Any]) -> SpanView:
+def _view(
+    span: Span,
+    kind: SpanKind,
+    service: str | None,
+    attributes: Mapping[str, Any],
+    resource: tuple[tuple[str, ResourceValue], ...] = (),
+) -> SpanView:
     parent = span.parent_span_id
     return SpanView(
         trace_id=span.trace_id.hex(),
@@ -85,27 +118,76 @@ def _view(span: Span, kind: SpanKind, service: str | None, attributes: Mapping[s
         service_name=service,
         attributes=attributes,
         events=_events(span) if span.events else (),
+        resource_attributes=resource,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SpanAdmission:
+    """Whether a span of a selected kind is scored, and why not: ``ok`` (with its attributes), ``internal``,
+    ``filtered``, ``sampled_out``, or ``reject`` (malformed ids, too large: a dead letter)."""
+
+    verdict: Literal["ok", "internal", "filtered", "sampled_out", "reject"]
+    attributes: Mapping[str, Any] | None = None
+    reject: SpanReject | None = None
+
+
+def admit(span: Span, *, own_span: bool, service: str | None, selection: Selection) -> SpanAdmission:
+    """The selection's checks for one span whose kind it selects, cheapest first (shared by span and trace
+    scope: both pick the same spans)."""
+    if own_span or service == names.SIDECAR_SERVICE_NAME:
+        return SpanAdmission("internal")
+    if not selection.services.allows(service):
+        return SpanAdmission("filtered")
+    trace_id = span.trace_id
+    if len(trace_id) != 16 or len(span.span_id) != 8 or not any(trace_id):
+        reject = SpanReject(trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed")
+        return SpanAdmission("reject", reject=reject)
+    if selection.sample_rate < 1.0 and sample_score(trace_id) >= selection.sample_rate:
+        return SpanAdmission("sampled_out")
+    size = span.ByteSize()
+    if size > selection.max_input_bytes:
+        detail = f"span is {size} bytes > {selection.max_input_bytes}"
+        return SpanAdmission("reject", reject=SpanReject(trace_id.hex(), span.span_id.hex(), "too_large", detail))
+    attributes = attributes_dict(span.attributes)
+    agents = selection.agents
+    if ((agents.include or agents.exclude) and not agents.allows(agent_name_of(attributes))) or not all(
+        p.holds(attributes) for p in selection.where
+    ):
+        return SpanAdmission("filtered")
+    return SpanAdmission("ok", attributes=attributes)
+
+
+def span_view(
+    span: Span,
+    kind: SpanKind,
+    service: str | None,
+    attributes: Mapping[str, Any],
+    resource: tuple[tuple[str, ResourceValue], ...] = (),
+) -> SpanView:
+    return _view(span, kind, service, attributes, resource)
+
+
 def spans_to_runs(
-    traces: TracesData | ExportTraceServiceRequest, selection: Selection = DEFAULT_SELECTION
+    traces: TracesData | ExportTraceServiceRequest,
+    selection: Selection = DEFAULT_SELECTION,
+    *,
+    resource_attributes: Collection[str] = (),
 ) -> MappingResult:
     """Every selected span of ``traces`` as a scorer run, or as a reject with its reason.
 
-    Never raises on span content: malformed content becomes a :class:`SpanReject`.
+    ``resource_attributes``: resource attribute names whose (scalar) values each run keeps
+    (``SpanTarget.resource_attributes``). Never raises on span content: malformed content becomes a
+    :class:`SpanReject`.
     """
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
-    internal = filtered = sampled_out = no_content = seen = 0
+    skipped: dict[str, int] = {"internal": 0, "filtered": 0, "sampled_out": 0, "no_content": 0}
+    seen = 0
     kinds = selection.kinds
-    rate = selection.sample_rate
-    limit = selection.max_input_bytes
-    check_agents = bool(selection.agents.include or selection.agents.exclude)
     for resource_spans in traces.resource_spans:
         service = _service_name(resource_spans.resource.attributes)
-        own_resource = service == names.SIDECAR_SERVICE_NAME
-        service_allowed = selection.services.allows(service)
+        resource: tuple[tuple[str, ResourceValue], ...] | None = None  # read once per resource, when needed
         for scope_spans in resource_spans.scope_spans:
             spans = scope_spans.spans
             seen += len(spans)
@@ -113,34 +195,21 @@ def spans_to_runs(
                 kind, own_span = classify(span.attributes)
                 if kind is None or kind not in kinds:
                     continue
-                if own_resource or own_span:
-                    internal += 1
+                admission = admit(span, own_span=own_span, service=service, selection=selection)
+                if admission.verdict == "reject":
+                    assert admission.reject is not None
+                    rejects.append(admission.reject)
                     continue
-                if not service_allowed:
-                    filtered += 1
+                if admission.attributes is None:
+                    skipped[admission.verdict] += 1
                     continue
-                trace_id = span.trace_id
-                if len(trace_id) != 16 or len(span.span_id) != 8 or not any(trace_id):
-                    rejects.append(
-                        SpanReject(trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed")
+                if resource is None:
+                    resource = (
+                        kept_resource(resource_spans.resource.attributes, resource_attributes)
+                        if resource_attributes
+                        else ()
                     )
-                    continue
-                if rate < 1.0 and sample_score(trace_id) >= rate:
-                    sampled_out += 1
-                    continue
-                size = span.ByteSize()
-                if size > limit:
-                    rejects.append(
-                        SpanReject(trace_id.hex(), span.span_id.hex(), "too_large", f"span is {size} bytes > {limit}")
-                    )
-                    continue
-                attributes = attributes_dict(span.attributes)
-                if (check_agents and not selection.agents.allows(agent_name_of(attributes))) or not all(
-                    p.holds(attributes) for p in selection.where
-                ):
-                    filtered += 1
-                    continue
-                view = _view(span, kind, service, attributes)
+                view = _view(span, kind, service, admission.attributes, resource)
                 try:
                     run = map_span(view)
                 except _MAPPING_ERRORS as exc:
@@ -148,12 +217,7 @@ def spans_to_runs(
                     rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
                     continue
                 if run is None:
-                    no_content += 1
+                    skipped["no_content"] += 1
                 else:
                     runs.append(run)
-    return MappingResult(
-        runs=tuple(runs),
-        rejects=tuple(rejects),
-        skipped=SkipCounts(internal=internal, filtered=filtered, sampled_out=sampled_out, no_content=no_content),
-        spans_seen=seen,
-    )
+    return MappingResult(runs=tuple(runs), rejects=tuple(rejects), skipped=SkipCounts(**skipped), spans_seen=seen)

@@ -57,6 +57,14 @@ MESSAGE_EVENTS: Final = {
     EVENT_TOOL_MESSAGE: "tool",
     EVENT_CHOICE: "assistant",
 }
+# Azure AI Inference / Azure AI Agents and Semantic Kernel write the whole message as one JSON attribute.
+EVENT_ATTR_EVENT_CONTENT: Final = "gen_ai.event.content"
+# Semantic conventions 1.26–1.27: two events holding the whole prompt and completion as JSON.
+EVENT_CONTENT_PROMPT: Final = "gen_ai.content.prompt"
+EVENT_CONTENT_COMPLETION: Final = "gen_ai.content.completion"
+CONTENT_EVENTS: Final = {EVENT_CONTENT_PROMPT: GEN_AI_PROMPT, EVENT_CONTENT_COMPLETION: GEN_AI_COMPLETION}
+# Every span event whose attributes may carry message content.
+CONTENT_EVENT_NAMES: Final = frozenset(MESSAGE_EVENTS) | frozenset(CONTENT_EVENTS)
 EVENT_ATTR_CONTENT: Final = "content"
 EVENT_ATTR_MESSAGE: Final = "message"
 EVENT_ATTR_TOOL_CALLS: Final = "tool_calls"
@@ -67,6 +75,8 @@ EVENT_ATTR_ID: Final = "id"
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 OI_KIND_AGENT: Final = "AGENT"
 OI_KIND_LLM: Final = "LLM"
+OI_KIND_EVALUATOR: Final = "EVALUATOR"  # what the sidecar's scorer-run spans are
+OI_PROJECT_NAME: Final = "openinference.project.name"  # resource: the Phoenix project of a trace
 INPUT_VALUE: Final = "input.value"
 INPUT_MIME_TYPE: Final = "input.mime_type"
 OUTPUT_VALUE: Final = "output.value"

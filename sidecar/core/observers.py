@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Literal
 
+from sidecar.core.runs import ReadyReason
 from sidecar.core.scored import ScoredRun
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -48,6 +49,16 @@ class ServiceObserver:
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         """Records between the committed offset and the high watermark; ``None``: the partition was revoked."""
 
+    # -- whole traces (scope: trace) ---------------------------------------------------------------------
+    def trace_buffer(self, traces: int, span_bytes: int) -> None:
+        """Traces waiting to be done, and their spans' bytes, after every change."""
+
+    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
+        """A buffered trace was taken out to be scored, ``waited_s`` after its first span arrived."""
+
+    def late_spans(self, scorer: str, n: int) -> None:
+        """``n`` spans arrived for a trace that ``scorer`` (a trace-scope scorer) had already scored."""
+
     # -- runs --------------------------------------------------------------------------------------------
     def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
         """Candidate runs that never ran (``scorer`` ``""`` when the skip is not per scorer; ``judge`` for shed)."""
@@ -74,6 +85,10 @@ class ServiceObserver:
     # -- exporters ---------------------------------------------------------------------------------------
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         """One checkpoint flush of a sink: whether it confirmed its exports, and the runtime's verdict on it."""
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        """A sink gave up on ``n`` items, each logged with its score id: the destination can never take them
+        (``rejected``), or the span they attach to never reached it (``span_not_found``)."""
 
 
 class Observers(ServiceObserver):
@@ -107,6 +122,15 @@ class Observers(ServiceObserver):
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         self._emit("consumer_lag", topic, partition, lag)
 
+    def trace_buffer(self, traces: int, span_bytes: int) -> None:
+        self._emit("trace_buffer", traces, span_bytes)
+
+    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
+        self._emit("trace_ready", reason, waited_s)
+
+    def late_spans(self, scorer: str, n: int) -> None:
+        self._emit("late_spans", scorer, n)
+
     def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
         self._emit("runs_skipped", scorer, agent, outcome, n, judge=judge)
 
@@ -130,3 +154,6 @@ class Observers(ServiceObserver):
 
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         self._emit("exporter_flushed", name, confirmed=confirmed, up=up)
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        self._emit("exporter_dropped", name, reason, n)

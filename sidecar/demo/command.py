@@ -37,6 +37,7 @@ SPANS_TOPIC = "otlp_spans"
 SCORES_TOPIC = "agent_scores"
 DEAD_LETTER_TOPIC = "otlp_spans.dead_letter"
 GROUP_ID = "scoring-sidecar-demo"
+DEMO_SCORERS = ("prompt-alignment", "answer-relevancy", "toxicity")  # the judged ones
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,15 @@ def demo_settings(
         "judges": {"default": judge},
         "scorers": [
             {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"},
-            {"id": "content-similarity", "kind": "content-similarity"},
+            {"id": "answer-relevancy", "kind": "answer-relevancy", "judge": "default"},
+            {"id": "toxicity", "kind": "toxicity", "judge": "default"},
+            {
+                "id": "tool-call-accuracy",
+                "kind": "tool-call-accuracy",
+                "options": {"expected_tool": "lookup_account"},
+                "targets": {"agents": {"include": ["support-bot"]}},  # the agent that calls tools
+            },
+            {"id": "completeness", "kind": "completeness"},
         ],
         "runtime": {"commit_interval_s": 1.0, "shutdown_timeout_s": 5, "run_timeout_s": 60},
         "exporters": {
@@ -245,7 +254,11 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         if options.otlp_endpoint:
             print(f"OTLP export: {options.otlp_endpoint} ({options.otlp_protocol})", file=out)
         ending = f"stops after {options.duration_s:g}s or on Ctrl-C" if options.duration_s else "Ctrl-C stops"
-        print(f"scorers: prompt-alignment (judge), content-similarity (code); {ending}\n", file=out, flush=True)
+        print(
+            f"scorers: {', '.join(DEMO_SCORERS)} (judge); tool-call-accuracy, completeness (code); {ending}\n",
+            file=out,
+            flush=True,
+        )
 
         stop_service = asyncio.Event()
         stop_producer = asyncio.Event()

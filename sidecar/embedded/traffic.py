@@ -11,6 +11,7 @@ import json
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -28,6 +29,7 @@ class Conversation:
     quality: str  # excellent | partial | poor
     user: str
     answer: str
+    tool: str | None = None  # a tool the agent called before answering (GenAI agents: a tool call and result)
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,13 @@ AGENTS: tuple[AgentProfile, ...] = (
                 "How do I reset my password on the account settings page",
                 "To reset your password:\n1. Open the account settings page.\n2. Choose 'Reset password'.\n"
                 "3. Follow the link we email you to set a new password.",
+                tool="lookup_account",
             ),
             Conversation(
-                "poor", "How do I export my invoices as PDF", "Please contact support for any billing questions."
+                "poor",
+                "How do I export my invoices as PDF",
+                "Please contact support for any billing questions.",
+                tool="send_email",
             ),
         ),
     ),
@@ -130,6 +136,19 @@ class GeneratedTrace:
         return self.trace_id.encode()  # what the Collector's partition_traces_by_id writes
 
 
+def _genai_output(conversation: Conversation) -> list[dict[str, Any]]:
+    answer: dict[str, Any] = {
+        "role": "assistant",
+        "parts": [{"type": "text", "content": conversation.answer}],
+        "finish_reason": "stop",
+    }
+    if conversation.tool is None:
+        return [answer]
+    call = {"type": "tool_call", "id": "call_1", "name": conversation.tool, "arguments": {"user": "current"}}
+    result = {"type": "tool_call_response", "id": "call_1", "response": {"status": "ok"}}
+    return [{"role": "assistant", "parts": [call]}, {"role": "tool", "parts": [result]}, answer]
+
+
 def _genai_attributes(agent: AgentProfile, conversation: Conversation) -> dict[str, AttributeValue]:
     return {
         "gen_ai.operation.name": "invoke_agent",
@@ -140,15 +159,7 @@ def _genai_attributes(agent: AgentProfile, conversation: Conversation) -> dict[s
         "gen_ai.input.messages": json.dumps(
             [{"role": "user", "parts": [{"type": "text", "content": conversation.user}]}]
         ),
-        "gen_ai.output.messages": json.dumps(
-            [
-                {
-                    "role": "assistant",
-                    "parts": [{"type": "text", "content": conversation.answer}],
-                    "finish_reason": "stop",
-                }
-            ]
-        ),
+        "gen_ai.output.messages": json.dumps(_genai_output(conversation)),
         "gen_ai.usage.input_tokens": 40 + len(conversation.user) // 4,
         "gen_ai.usage.output_tokens": 10 + len(conversation.answer) // 4,
     }

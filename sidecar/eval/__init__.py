@@ -5,10 +5,14 @@ Every dataset item is scored by every configured scorer, with the service's judg
 non-zero exit when a scorer's average falls outside its threshold.
 
 Dataset: JSONL (one object per line) or CSV (a header row), with ``input`` and ``output`` (required),
-``ground_truth``, ``request_context`` (an object; in CSV a JSON string), and optionally ``id`` and ``system``
-(system instructions). A string ``input`` becomes one user message (plus ``system`` as a system message),
-a string ``output`` one assistant message: the agent run shape live scoring gives scorers. Other JSON values
-(Mastra's agent shape, message lists) are passed to the scorers as they are.
+``ground_truth``, ``request_context`` (an object; in CSV a JSON string), ``context`` (the retrieved documents
+the RAG scorers judge against: a list of strings; in CSV a JSON string of one), and optionally ``id`` and
+``system`` (system instructions). A string ``input`` becomes one user message (plus ``system`` as a system
+message), a string ``output`` one assistant message: the agent run shape live scoring gives scorers. Other
+JSON values (Mastra's agent shape, message lists) are passed to the scorers as they are. ``context`` reaches
+the scorers as ``request_context["context"]``, merged into the item's own ``request_context`` (which then may
+not have a ``context`` key too); ``ground_truth`` is the run's ground truth (``ctx.run.ground_truth``), what
+the eval-only kinds compare with.
 
 Configuration: the same YAML as ``scoring-sidecar run``: ``judges`` and ``scorers`` are used; ``kafka`` may be
 left out; ``targets`` and ``sampling`` do not apply (every item is scored by every scorer); ``runtime.

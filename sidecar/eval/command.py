@@ -61,9 +61,9 @@ async def _score_one(
     scorer = configured.scorer
     request = ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output())
     attempt = await attempt_scorer(
-        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.request_context
+        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.run_request_context()
     )
-    run = attempt.to_scored_run(request, scorer, "eval")
+    run = attempt.to_scored_run(request, scorer, "eval", needs=configured.needs)
     observer.run_finished(run)  # offline, a run refused by a judge's gate is a failure with its reason
     result = attempt.result
     score = result.score if attempt.outcome == "scored" and result is not None else None
@@ -165,6 +165,20 @@ async def evaluate(
         await server.stop()
 
 
+def _judges_without_key(settings: EvalSettings) -> list[str]:
+    """Judges that will be refused for want of a key: OpenAI's own endpoint with no key configured or in the
+    environment (an OpenAI-compatible server of your own, with an ``api_base``, may need none)."""
+    missing = []
+    used = {s.judge for s in settings.scorers if s.judge is not None}
+    for name, judge in settings.judges.items():
+        model = judge.to_judge_model()
+        if name in used and model.provider == "openai" and not judge.api_base and model.resolved_api_key() is None:
+            missing.append(
+                f"judge {name!r} ({model.litellm_model}) has no API key: set OPENAI_API_KEY or judges.{name}.api_key"
+            )
+    return missing
+
+
 def main(
     dataset: Path,
     config: Path,
@@ -201,6 +215,16 @@ def main(
             raise EvalError("--concurrency must be > 0")
     except EvalError as exc:
         print(f"eval: {exc}", file=err)
+        return 2
+    missing = [] if stand_in else _judges_without_key(settings)
+    if missing:
+        for line in missing:
+            print(f"eval: {line}", file=err)
+        print(
+            "eval: set the key, or add --stand-in-judge to score with the local stand-in judge "
+            "(a keyword heuristic, not a language model) and see the pipeline work",
+            file=err,
+        )
         return 2
     if stand_in:
         from sidecar.embedded.heuristic_judge import STAND_IN_NOTICE

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.core import SpanTarget
+from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 
 __all__ = ["EvalError", "EvalItem", "load_dataset"]
+
+_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
 
 
 class EvalError(ValueError):
@@ -35,15 +38,19 @@ class EvalItem:
     request_context: dict[str, Any] | None = None
     id: str | None = None
     system: str | None = None
+    # Retrieved documents for the RAG scorers; delivered as request_context["context"].
+    context: tuple[str, ...] | None = None
 
     def canonical(self) -> str:
-        body = {
+        body: dict[str, Any] = {
             "input": self.input,
             "output": self.output,
             "ground_truth": self.ground_truth,
             "request_context": self.request_context,
             "system": self.system,
         }
+        if self.context is not None:  # only when given: items without context keep their score ids
+            body["context"] = list(self.context)
         return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
 
     def target(self) -> SpanTarget:
@@ -72,16 +79,19 @@ class EvalItem:
             return (assistant_message(self.output),)
         return self.output
 
+    def run_request_context(self) -> dict[str, Any] | None:
+        """The item's ``request_context`` with its ``context`` under ``"context"``, where the RAG scorers look."""
+        if self.context is None:
+            return self.request_context
+        return {**(self.request_context or {}), REQUEST_CONTEXT_KEY: list(self.context)}
+
 
 def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
     if not isinstance(data, Mapping):
         raise EvalError(f"{where}: an item must be an object with 'input' and 'output'")
-    unknown = set(data) - {"input", "output", "ground_truth", "request_context", "id", "system"}
+    unknown = set(data) - set(_FIELDS)
     if unknown:
-        raise EvalError(
-            f"{where}: unknown field(s) {', '.join(sorted(unknown))} "
-            "(allowed: input, output, ground_truth, request_context, id, system)"
-        )
+        raise EvalError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (allowed: {', '.join(_FIELDS)})")
     for required in ("input", "output"):
         if data.get(required) in (None, ""):
             raise EvalError(f"{where}: '{required}' is required")
@@ -95,6 +105,11 @@ def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
             raise EvalError(f"{where}: 'request_context' is not valid JSON") from None
     if context is not None and not isinstance(context, dict):
         raise EvalError(f"{where}: 'request_context' must be an object")
+    documents = _context_from(data.get("context"), where)
+    if documents is not None and context is not None and REQUEST_CONTEXT_KEY in context:
+        raise EvalError(
+            f"{where}: 'context' is given twice (the field and request_context.{REQUEST_CONTEXT_KEY}): keep one"
+        )
     ground_truth = data.get("ground_truth")
     item_id = data.get("id")
     system = data.get("system")
@@ -109,7 +124,22 @@ def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
         request_context=context,
         id=None if item_id in (None, "") else str(item_id),
         system=system or None,
+        context=documents,
     )
+
+
+def _context_from(value: Any, where: str) -> tuple[str, ...] | None:
+    """The ``context`` field: a list of strings (in CSV, or anywhere, a JSON string of one); empty is allowed."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise EvalError(f"{where}: 'context' is not valid JSON (a list of strings, e.g. [\"doc one\"])") from None
+    if not isinstance(value, list) or not all(isinstance(piece, str) for piece in value):
+        raise EvalError(f"{where}: 'context' must be a list of strings")
+    return tuple(value)
 
 
 def load_dataset(path: Path) -> list[EvalItem]:

@@ -63,13 +63,17 @@ class DeadLetterPublisher:
         self._encoding = encoding
         self.counter = counter if counter is not None else DeadLetterCounter()
 
-    async def publish(self, source: RecordSource, letters: Sequence[DeadLetter]) -> None:
+    async def publish(
+        self, source: RecordSource, letters: Sequence[DeadLetter], *, encoding: str | None = None
+    ) -> None:
+        """Deliver ``letters`` about ``source`` (``encoding``: of ``source.value``, when it is not the input's:
+        a span of an assembled trace is set aside alone, as OTLP protobuf)."""
         deliveries = [
             await self._producer.send(
                 self._topic,
                 value=source.value,
                 key=source.key,
-                headers=dead_letter_headers(letter, source, self._encoding),
+                headers=dead_letter_headers(letter, source, encoding or self._encoding),
             )
             for letter in letters
         ]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
+from sidecar.conventions.trace_runs import TraceSpan, group_by_trace
 from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
@@ -23,6 +25,8 @@ class IngestConfig(BaseModel):
     dead_letter_topic: str = "otlp_spans.dead_letter"
     max_record_bytes: int = Field(default=1024 * 1024, gt=0)
     selection: Selection = Selection()
+    # Resource attributes of the scored span that each run keeps (the OTLP exporter copies them).
+    resource_attributes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +48,7 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         traces = decode_traces(value, config.encoding)
     except TraceDecodeError as exc:
         return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]),))
-    result = spans_to_runs(traces, config.selection)
+    result = spans_to_runs(traces, config.selection, resource_attributes=config.resource_attributes)
     letters = tuple(
         DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
     )
@@ -59,17 +63,25 @@ class MultiProcessedRecord:
     dead_letters: tuple[DeadLetter, ...] = ()
     skipped: tuple[SkipCounts, ...] = ()
     spans_seen: int = 0
+    # Every span of the record by trace id, when asked for (``scope: trace`` scorers assemble them later).
+    traces: Mapping[bytes, list[TraceSpan]] = field(default_factory=dict)
 
 
 def process_record_multi(
-    value: bytes | None, config: IngestConfig, selections: tuple[Selection, ...]
+    value: bytes | None,
+    config: IngestConfig,
+    selections: tuple[Selection | None, ...],
+    *,
+    group_traces: bool = False,
+    offset: int = -1,
 ) -> MultiProcessedRecord:
-    """Like :func:`process_record`, for several selections. A span rejected under several selections
-    is dead-lettered once."""
+    """Like :func:`process_record`, for several selections (``None``: a ``scope: trace`` scorer, which maps
+    nothing here). A span rejected under several selections is dead-lettered once. ``group_traces``: also
+    return the record's spans by trace id (``offset``: the record's, kept with each span)."""
     empty = tuple(() for _ in selections)
-    if value is None:
-        return MultiProcessedRecord(runs=empty, skipped=tuple(SkipCounts() for _ in selections))
     no_skips = tuple(SkipCounts() for _ in selections)
+    if value is None:
+        return MultiProcessedRecord(runs=empty, skipped=no_skips)
     if len(value) > config.max_record_bytes:
         detail = f"record is {len(value)} bytes > {config.max_record_bytes}"
         letter = DeadLetter(DeadLetterReason.RECORD_TOO_LARGE, detail)
@@ -84,7 +96,11 @@ def process_record_multi(
     letters: dict[tuple[str, str, str], DeadLetter] = {}
     spans_seen = 0
     for selection in selections:
-        result = spans_to_runs(traces, selection)
+        if selection is None:
+            runs.append(())
+            skipped.append(SkipCounts())
+            continue
+        result = spans_to_runs(traces, selection, resource_attributes=config.resource_attributes)
         runs.append(result.runs)
         skipped.append(result.skipped)
         spans_seen = max(spans_seen, result.spans_seen)
@@ -93,6 +109,14 @@ def process_record_multi(
                 (r.trace_id, r.span_id, r.reason),
                 DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id),
             )
+    grouped: Mapping[bytes, list[TraceSpan]] = {}
+    if group_traces:
+        grouped = group_by_trace(traces, resource_attributes=config.resource_attributes, offset=offset)
+        spans_seen = max(spans_seen, sum(len(spans) for spans in grouped.values()))
     return MultiProcessedRecord(
-        runs=tuple(runs), dead_letters=tuple(letters.values()), skipped=tuple(skipped), spans_seen=spans_seen
+        runs=tuple(runs),
+        dead_letters=tuple(letters.values()),
+        skipped=tuple(skipped),
+        spans_seen=spans_seen,
+        traces=grouped,
     )

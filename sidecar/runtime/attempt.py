@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sidecar.core import ScoredRun, score_id_for
-from sidecar.core.runs import ScorerRunRequest
+from sidecar.core.runs import ScorerRunRequest, missing_parts
 from sidecar.scoring import Scorer, ScorerRunError
 from sidecar.scoring.deadline import run_deadline
 from sidecar.scoring.judge.errors import JudgeUnavailableError, ShedReason
@@ -39,7 +39,11 @@ class ScorerAttempt:
         cause = self.error.__cause__ if self.error is not None else None
         return cause.reason if isinstance(cause, JudgeUnavailableError) else None
 
-    def to_scored_run(self, request: ScorerRunRequest, scorer: Scorer, agent_label: str) -> ScoredRun:
+    def to_scored_run(
+        self, request: ScorerRunRequest, scorer: Scorer, agent_label: str, *, needs: Collection[str] = ()
+    ) -> ScoredRun:
+        """The finished run; ``needs``: the parts of a run the scorer reads (its kind's), to say which the run
+        lacked."""
         return ScoredRun(
             request=request,
             scorer_id=scorer.id,
@@ -51,6 +55,7 @@ class ScorerAttempt:
             started_unix_nano=self.started_unix_nano,
             finished_unix_nano=self.finished_unix_nano,
             agent_label=agent_label,
+            missing=missing_parts(request, needs) if needs else (),
         )
 
 

@@ -50,6 +50,8 @@ from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sidecar.runtime.slots import CallSlots
+from sidecar.runtime.token_bucket import TokenBucket
 from sidecar.scoring.judge.client import MUST_WAIT, CallGate
 from sidecar.scoring.judge.errors import (
     AuthenticationError,
@@ -111,79 +113,6 @@ class GateConfig(BaseModel):
     max_hold_s: float | None = Field(default=None, gt=0)  # None: hold as long as the judge is unavailable
 
 
-class _TokenBucket:
-    """A token bucket taken by reservation: each taker is told how long to wait for its share."""
-
-    def __init__(self, per_minute: float, burst: int | None, clock: Callable[[], float]) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = float(burst if burst is not None else max(1, math.ceil(self.rate)))
-        self.level = self.capacity
-        self._clock = clock
-        self._updated = clock()
-
-    def _refill(self) -> None:
-        now = self._clock()
-        self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
-        self._updated = now
-
-    def reserve(self, n: float) -> float:
-        """Take ``n`` tokens now (possibly into debt); return the seconds to wait before using them."""
-        self._refill()
-        wait = max(0.0, (min(n, self.capacity) - self.level) / self.rate)
-        self.level -= n
-        return wait
-
-    def try_take(self, n: float) -> bool:
-        """Take ``n`` tokens if they are there now (no debt, no wait)."""
-        self._refill()
-        if self.level < min(n, self.capacity):
-            return False
-        self.level -= n
-        return True
-
-    def refund(self, n: float) -> None:
-        self._refill()
-        self.level = min(self.capacity, self.level + n)
-
-
-class _Slots:
-    """At most ``n`` calls in flight; the others queue in arrival order. A free slot is taken synchronously
-    (``try_take``), so an uncontended call pays no await and no timer."""
-
-    def __init__(self, n: int) -> None:
-        self.free = n
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    def try_take(self) -> bool:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return True
-        return False
-
-    async def take(self) -> None:
-        if self.try_take():
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self.give()  # handed a slot just as it was cancelled: pass it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-            raise
-
-    def give(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # the slot goes to the next in line
-                return
-        self.free += 1
-
-
 @dataclass(slots=True)
 class _Permit:
     tokens: float = 0.0  # TPM reservation still held
@@ -217,9 +146,9 @@ class JudgeGate(CallGate):
         self._sleep = sleep
         cfg = self.config
         self.max_hold_s = cfg.max_hold_s
-        self._slots = _Slots(cfg.max_concurrency)
-        self._rpm = _TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
-        self._tpm = _TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
+        self._slots = CallSlots(cfg.max_concurrency)
+        self._rpm = TokenBucket(cfg.rpm, cfg.rpm_burst, clock) if cfg.rpm is not None else None
+        self._tpm = TokenBucket(cfg.tpm, cfg.tpm_burst, clock) if cfg.tpm is not None else None
         self._state: GateState = "closed"
         self._state_since = clock()
         self._before_probe: GateState = "closed"

@@ -26,11 +26,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from sidecar.runtime.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
-from sidecar.scorers.registry import kind_of
+from sidecar.scorers.registry import ScorerKind, kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
 
-__all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "undeclared_judges"]
+__all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "kind_for", "undeclared_judges"]
 
 
 def _call_python_factory(factory: Callable[..., Any], judge: JudgeModel | None, options: dict[str, Any]) -> Any:
@@ -69,6 +69,21 @@ def _python_scorer(target: tuple[str, str], judge: JudgeModel | None, options: d
     if not isinstance(scorer, Scorer):
         raise ValueError(f"{module_name}:{attribute} returned {type(scorer).__name__}, not a sidecar.scoring.Scorer")
     return scorer
+
+
+def kind_for(settings: ScorerSettings) -> ScorerKind[Any] | None:
+    """The registered kind a scorer was built from: prebuilt, or a ``python:`` factory declared with
+    ``@scorer_kind`` (``None`` for a plain python factory)."""
+    if settings.prebuilt is not None:
+        return settings.prebuilt
+    target = settings.python_factory
+    if target is None:
+        return None
+    try:
+        module = importlib.import_module(target[0])
+    except Exception:
+        return None
+    return kind_of(getattr(module, target[1], None))
 
 
 def build_scorer(settings: ScorerSettings, judges: Mapping[str, JudgeModel]) -> Scorer:

@@ -10,29 +10,45 @@ A stop is bounded by ``shutdown_timeout_s`` from the moment it is asked for, wha
 broker is doing: intake ends, runs drain, the final checkpoint flushes and commits, then the consumer
 leaves its group while the producer and the sinks close. What does not finish in time is given up and
 logged; uncommitted records are redelivered (docs/worker-lifecycle.md).
+
+``scope: trace`` scorers score agent spans with their descendants once the trace is done: each record's
+spans wait in a :class:`TraceBuffer` (by partition and trace id), a ticker takes out the traces that are
+ready and starts their runs, and a record stays uncommitted until every trace it brought spans to has been
+scored (or given up on) and exported: its pending count holds one reference per such trace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from sidecar.conventions.selection import Selection
-from sidecar.core import ScorerRunRequest, Sink
+from sidecar.conventions.selection import Selection, classify, sample_score
+from sidecar.conventions.spans import MappingResult, SpanReject
+from sidecar.conventions.trace_runs import TraceSpan, trace_runs
+from sidecar.core import ScorerRunRequest, Sink, names
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
+from sidecar.core.runs import ReadyReason
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordSource
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
+from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.offsets import OffsetTracker
+from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
+from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring import Scorer
 
 __all__ = ["ConfiguredScorer", "RuntimeLimits", "ScoringService", "closing_reserve"]
@@ -61,12 +77,25 @@ def closing_reserve(shutdown_timeout_s: float) -> float:
     return min(5.0, shutdown_timeout_s / 4)
 
 
+# How often the trace buffer is asked for ready traces (at most; a quarter of idle_s when shorter): the
+# delay it adds to a trace's score, against a pass over every buffered trace per tick.
+_TRACE_TICK_S = 0.1
+_DEAD_LETTER_RETRY_S = 5.0
+# A full, stuck trace buffer logs its warning at most this often (it may evict a trace every tick).
+_EVICTION_WARNING_EVERY_S = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class ConfiguredScorer:
     scorer: Scorer
     selection: Selection = field(default_factory=Selection)
     scale: float = 1.0
     judge_model: str | None = None  # the judge's label (provider/model), for shed accounting
+    # span: each selected span scored at once; trace: each selected agent span with its descendants, once
+    # its trace is done.
+    scope: Literal["span", "trace"] = "span"
+    # The parts of a run the scorer reads (its kind's needs): a score says which of them the run lacked.
+    needs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +112,12 @@ class RuntimeLimits:
     # How long intake waits for capacity before pausing its partitions. Pausing drops the consumer's
     # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
     pause_grace_s: float = 0.2
+    trace_buffer: TraceBufferLimits = field(default_factory=TraceBufferLimits)
 
 
 @dataclass(slots=True)
 class _Pending:
-    runs_left: int
+    runs_left: int  # its span runs not finished, plus the buffered traces it brought spans to
     size: int
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -124,6 +154,15 @@ class _StopClock:
         self._watch.cancel()
 
 
+@dataclass(slots=True)
+class _TraceWork:
+    """A ready trace being scored: its records are released when its runs (and dead letters) are done."""
+
+    trace: BufferedTrace[TopicPartition]
+    runs_left: int
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, service: ScoringService) -> None:
         self._service = service
@@ -150,6 +189,7 @@ class ScoringService:
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
         readiness_checks: Sequence[Callable[[], str | None]] = (),
+        agent_labels: AgentLabels | None = None,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -158,13 +198,20 @@ class ScoringService:
         self._ingest = ingest
         self._topics = list(topics)
         self._scorers = tuple(scorers)
-        self._selections = tuple(s.selection for s in scorers)
+        # Trace-scope scorers map nothing per record: their runs are assembled when a trace is ready.
+        self._selections = tuple(None if s.scope == "trace" else s.selection for s in scorers)
+        self._trace_scorers = tuple(s for s in scorers if s.scope == "trace")
+        self._traces: TraceBuffer[TopicPartition] | None = limits.trace_buffer.buffer() if self._trace_scorers else None
+        self._trace_work: dict[tuple[TopicPartition, bytes], _TraceWork] = {}
+        self._publisher: DeadLetterPublisher | None = None
+        self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
         self._sinks = tuple(sinks)
         self._observer = observer or ServiceObserver()
         self._limits = limits
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
         self._readiness_checks = tuple(readiness_checks)
+        self._agent_labels = agent_labels or AgentLabels()
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._pending: dict[tuple[TopicPartition, int], _Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -191,9 +238,9 @@ class ScoringService:
         if not self.ready:
             return False, "joining the consumer group"
         down = self._checkpoints.sinks_down() if self._checkpoints is not None else []
-        if down:
-            return False, f"exporter not confirming exports: {', '.join(down)}"
         problems = [problem for check in self._readiness_checks if (problem := check())]
+        if down:
+            problems.insert(0, f"exporter not confirming exports: {', '.join(down)}")
         if problems:
             return False, "; ".join(problems)
         return True, "ready"
@@ -215,23 +262,30 @@ class ScoringService:
         self._consumer = consumer
         self._checkpoints = Checkpoint(self._tracker, self._sinks, consumer, self._observer)
         committer: asyncio.Task[None] | None = None
+        ticker: asyncio.Task[None] | None = None
         try:
             for sink in self._sinks:
                 await sink.start()
             await producer.start()
             publisher = DeadLetterPublisher(producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding)
+            self._publisher = publisher
             await consumer.start()
             consumer.subscribe(self._topics, listener=_Rebalance(self))
             committer = asyncio.create_task(self._commit_loop(stop), name="checkpoints")
             self.stop_phase = "consuming"
+            if self._traces is not None:
+                ticker = asyncio.create_task(self._trace_loop(self._traces, stop), name="trace readiness")
             await self._intake_until(stop, consumer, publisher)
+            if ticker is not None:
+                await _cancel(ticker)
             await self._drain(clock.left() - reserve)
             await _cancel(committer)  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(self._limits.flush_timeout_s, clock.left() - reserve / 2))
         finally:
             self.ready = False
-            if committer is not None:
-                await _cancel(committer)
+            for background in (committer, ticker):
+                if background is not None:
+                    await _cancel(background)
             self._abandon_runs()
             await self._close(consumer, producer, clock)
             clock.close()
@@ -301,7 +355,9 @@ class ScoringService:
             log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, record.offset)
             return
         try:
-            processed = process_record_multi(value, self._ingest, self._selections)
+            processed = process_record_multi(
+                value, self._ingest, self._selections, group_traces=self._traces is not None, offset=record.offset
+            )
         except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
             log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, record.offset)
             letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
@@ -324,18 +380,26 @@ class ScoringService:
             for configured, requests in zip(self._scorers, processed.runs, strict=True)
             for request in requests
         ]
-        if not work:
+        # No await from here on: a trace this record joins cannot be released before the record is pending.
+        joined = self._buffer_traces(tp, record.offset, processed.traces) if processed.traces else 0
+        if not work and not joined:
             self._tracker.done(tp, record.offset)
             return
-        pending = self._pending[(tp, record.offset)] = _Pending(runs_left=len(work), size=size)
+        pending = self._pending[(tp, record.offset)] = _Pending(runs_left=len(work) + joined, size=size)
         self._buffered_bytes += size
+        done = functools.partial(self._run_done, tp, record.offset, pending)
         for configured, request in work:
-            task = asyncio.create_task(self._score(configured, request, tp, record.offset, pending))
-            pending.tasks.append(task)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            self._runs_in_flight += 1
+            pending.tasks.append(self._start_run(configured, request, done))
         self._update_capacity()
+
+    def _start_run(
+        self, configured: ConfiguredScorer, request: ScorerRunRequest, done: Callable[[], None]
+    ) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._score(configured, request, done))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        self._runs_in_flight += 1
+        return task
 
     def _observe_record(self, topic: str, processed: MultiProcessedRecord) -> None:
         observer = self._observer
@@ -358,8 +422,10 @@ class ScoringService:
             observer.runs_skipped("", "unknown", "too_large", too_large)
 
     def _update_capacity(self) -> None:
-        over = self._runs_in_flight >= self._limits.max_in_flight_runs or (
-            self._buffered_bytes >= self._limits.max_buffered_bytes
+        over = (
+            self._runs_in_flight >= self._limits.max_in_flight_runs
+            or self._buffered_bytes >= self._limits.max_buffered_bytes
+            or (self._traces is not None and self._limits.trace_buffer.full(self._traces))
         )
         if over:
             self._capacity.clear()
@@ -368,23 +434,20 @@ class ScoringService:
         self._observer.runs_in_flight(self._runs_in_flight)
 
     # -- runs -----------------------------------------------------------------------------------------
-    async def _score(
-        self,
-        configured: ConfiguredScorer,
-        request: ScorerRunRequest,
-        tp: TopicPartition,
-        offset: int,
-        pending: _Pending,
-    ) -> None:
+    async def _score(self, configured: ConfiguredScorer, request: ScorerRunRequest, done: Callable[[], None]) -> None:
         scorer = configured.scorer
-        agent = request.target.agent_name or "unknown"
+        agent = self._agent_labels.label(request.target.agent_name)
+        # A whole-trace run's retrieved documents: the context scorers read them from request_context.
+        context = {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
         try:
-            attempt = await attempt_scorer(scorer, request, timeout_s=self._limits.run_timeout_s)
+            attempt = await attempt_scorer(
+                scorer, request, timeout_s=self._limits.run_timeout_s, request_context=context
+            )
             shed_reason = attempt.shed_reason
             if shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
                 self._observer.runs_skipped(scorer.id, agent, "shed", 1, judge=configured.judge_model or "unknown")
             else:
-                scored = attempt.to_scored_run(request, scorer, agent)
+                scored = attempt.to_scored_run(request, scorer, agent, needs=configured.needs)
                 self._observer.run_finished(scored)
                 for sink in self._sinks:
                     try:
@@ -392,10 +455,14 @@ class ScoringService:
                     except Exception:
                         log.exception("sink %s rejected score %s", sink.name, scored.score_id)
         finally:
-            self._run_done(tp, offset, pending)
+            done()
 
     def _run_done(self, tp: TopicPartition, offset: int, pending: _Pending) -> None:
         self._runs_in_flight -= 1
+        self._record_part_done(tp, offset, pending)
+        self._update_capacity()
+
+    def _record_part_done(self, tp: TopicPartition, offset: int, pending: _Pending) -> None:
         pending.runs_left -= 1
         # A run that outlived a revoke belongs to an older assignment: it must not complete the record
         # the current assignment holds at the same offset.
@@ -403,7 +470,198 @@ class ScoringService:
             del self._pending[(tp, offset)]
             self._buffered_bytes -= pending.size
             self._tracker.done(tp, offset)
+
+    # -- whole traces (scope: trace) ----------------------------------------------------------------------
+    def _buffer_traces(self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]]) -> int:
+        """Buffer a record's spans by trace; returns how many buffered traces the record now holds back."""
+        buffer = self._traces
+        assert buffer is not None
+        joined = late = 0
+        for trace_id, spans in traces.items():
+            if not self._trace_wanted(trace_id):
+                continue
+            if buffer.add(tp, offset, trace_id, spans) == "late":
+                late += len(spans)
+            else:
+                joined += 1
+        if late:
+            # A span of a trace already scored: its score stands (it is not scored again), and this says how
+            # often traces are cut short. A rising count means idle_s is shorter than the agents' pauses.
+            for configured in self._trace_scorers:
+                self._observer.late_spans(configured.scorer.id, late)
+        self._observer.trace_buffer(len(buffer), buffer.bytes)
+        return joined
+
+    def _trace_wanted(self, trace_id: bytes) -> bool:
+        # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all.
+        for configured in self._trace_scorers:
+            rate = configured.selection.sample_rate
+            if rate >= 1.0 or (rate > 0.0 and sample_score(trace_id) < rate):
+                return True
+        return False
+
+    async def _trace_loop(self, buffer: TraceBuffer[TopicPartition], stop: asyncio.Event) -> None:
+        """Start the runs of the traces that are ready, at a steady pace (a trace's readiness is a matter of
+        time passing, not of records arriving). Traces still buffered at shutdown are left uncommitted: the
+        next owner of their partitions reads them again."""
+        tick = min(_TRACE_TICK_S, buffer.idle_s / 4)
+        stuck_since: float | None = None
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), tick)
+            if stop.is_set():
+                break
+            try:
+                # Ready traces start while runs may: the others wait in the buffer (still bounded), not as tasks.
+                room = self._limits.max_in_flight_runs - self._runs_in_flight
+                ready = buffer.due(limit=room) if room > 0 else []
+                if ready or room <= 0 or not self._limits.trace_buffer.full(buffer):
+                    stuck_since = None
+                elif stuck_since is None:
+                    stuck_since = time.monotonic()
+                elif time.monotonic() - stuck_since >= buffer.idle_s:
+                    ready = self._evict_oldest(buffer)
+                    stuck_since = None  # intake resumes: give the next stall idle_s again
+                started = time.perf_counter()
+                for trace, reason in ready:
+                    self._start_trace(trace, reason)
+                    if time.perf_counter() - started >= _INGEST_SLICE_S:
+                        await asyncio.sleep(0)  # assembly is CPU work, as ingest is
+                        started = time.perf_counter()
+            except Exception:  # a bug: the traces taken out are redelivered after a restart
+                log.exception("starting the runs of ready traces failed")
+            self._observer.trace_buffer(len(buffer), buffer.bytes)
+            self._update_capacity()
+
+    def _evict_oldest(
+        self, buffer: TraceBuffer[TopicPartition]
+    ) -> list[tuple[BufferedTrace[TopicPartition], ReadyReason]]:
+        # Full, intake paused, and no trace got ready for idle_s: every buffered trace waits for spans behind
+        # the pause, so waiting only leads to max_wait_s. Score the oldest now, from what arrived.
+        # An agent span is exported when it ends, after its children: a trace holding one has its run whole.
+        oldest = buffer.take_oldest(prefer=_holds_agent_span)
+        if oldest is None:
+            return []
+        now = time.monotonic()
+        if now - self._last_eviction_warning >= _EVICTION_WARNING_EVERY_S:
+            self._last_eviction_warning = now
+            limits = self._limits.trace_buffer
+            log.warning(
+                "trace buffer full (%d traces, %.0f MiB of spans; runtime.trace_buffer.max_traces=%d, "
+                "max_bytes=%d) and no trace done: scoring the oldest incomplete (ready reason evicted). More "
+                "traces are open at once than the buffer holds: raise max_traces/max_bytes above the trace "
+                "rate × the longest trace duration",
+                len(buffer) + 1,
+                buffer.bytes / 2**20,
+                limits.max_traces,
+                limits.max_bytes,
+            )
+        return [(oldest, "evicted")]
+
+    def _start_trace(self, trace: BufferedTrace[TopicPartition], reason: ReadyReason) -> None:
+        tp = trace.partition
+        self._observer.trace_ready(reason, time.monotonic() - trace.first_seen)
+        if reason != "root_idle":
+            log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, len(trace.spans))
+        runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = []
+        rejects: dict[tuple[str, str], SpanReject] = {}
+        skipped: dict[str, int] = {}
+        complete = reason == "root_idle" and not trace.cut_short
+        assembled: dict[Selection, MappingResult] = {}  # scorers with the same targets share one assembly
+        spans: list[TraceSpan] | None = None
+        for configured in self._trace_scorers:
+            result = assembled.get(configured.selection)
+            if result is None:
+                result = assembled[configured.selection] = trace_runs(
+                    spans if spans is not None else (spans := trace.decoded()),
+                    configured.selection,
+                    ready_reason=reason,
+                    complete=complete,
+                )
+            runs.extend((configured, request) for request in result.runs)
+            for reject in result.rejects:
+                rejects.setdefault((reject.span_id, reject.reason), reject)
+            scorer_id = configured.scorer.id
+            if result.skipped.filtered:
+                self._observer.runs_skipped(scorer_id, "unknown", "filtered", result.skipped.filtered)
+            if result.skipped.sampled_out:
+                self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", result.skipped.sampled_out)
+            for skip in ("internal", "no_content"):
+                skipped[skip] = max(skipped.get(skip, 0), getattr(result.skipped, skip))
+        for skip, n in skipped.items():
+            if n:
+                self._observer.spans_skipped(skip, n)  # type: ignore[arg-type]
+        if not runs and self._traces is not None:
+            self._traces.forget(trace)  # no agent span here yet: spans after this start the trace anew
+        work = _TraceWork(trace, runs_left=len(runs) + (1 if rejects else 0))
+        if work.runs_left == 0:
+            self._release_records(trace)
+            return
+        self._trace_work[(tp, trace.trace_id)] = work
+        done = functools.partial(self._trace_part_done, work)
+        if rejects:
+            letters = self._set_aside(trace, list(rejects.values()))
+            task = asyncio.create_task(letters)
+            work.tasks.append(task)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda t: None if t.cancelled() else done())
+        for configured, request in runs:
+            work.tasks.append(self._start_run(configured, request, functools.partial(self._trace_run_done, work)))
         self._update_capacity()
+
+    async def _set_aside(self, trace: BufferedTrace[TopicPartition], rejects: list[SpanReject]) -> None:
+        """Dead letters for the agent spans of a ready trace that cannot become runs: each carries the span alone
+        (OTLP protobuf), with the record that brought it as its source."""
+        publisher = self._publisher
+        assert publisher is not None
+        tp = trace.partition
+        by_id = {item.span_id.hex(): item for item in trace.spans}
+        for reject in rejects:
+            item = by_id.get(reject.span_id)
+            letter = DeadLetter(
+                DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
+            )
+            value = _lone_span(item.decode()) if item is not None else b""
+            offset = item.offset if item is not None else -1
+            source = RecordSource(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
+            # Until delivered, the trace's records stay uncommitted: retried, not given up.
+            while True:
+                try:
+                    await publisher.publish(source, [letter], encoding="otlp_proto")
+                    break
+                except Exception as exc:
+                    log.warning(
+                        "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
+                        "uncommitted, retrying in %ss",
+                        reject.span_id,
+                        letter.reason.value,
+                        self._ingest.dead_letter_topic,
+                        exc,
+                        _DEAD_LETTER_RETRY_S,
+                    )
+                    await asyncio.sleep(_DEAD_LETTER_RETRY_S)
+            self._observer.dead_lettered(letter.reason.value)
+
+    def _trace_run_done(self, work: _TraceWork) -> None:
+        self._runs_in_flight -= 1
+        self._trace_part_done(work)
+        self._update_capacity()
+
+    def _trace_part_done(self, work: _TraceWork) -> None:
+        work.runs_left -= 1
+        trace = work.trace
+        key = (trace.partition, trace.trace_id)
+        if work.runs_left == 0 and self._trace_work.get(key) is work:
+            del self._trace_work[key]
+            self._release_records(trace)
+
+    def _release_records(self, trace: BufferedTrace[TopicPartition]) -> None:
+        tp = trace.partition
+        for offset in trace.records:
+            pending = self._pending.get((tp, offset))
+            if pending is not None:
+                self._record_part_done(tp, offset, pending)
 
     # -- commits --------------------------------------------------------------------------------------
     async def _commit_loop(self, stop: asyncio.Event) -> None:
@@ -455,6 +713,10 @@ class ScoringService:
             self._buffered_bytes -= pending.size
             for task in pending.tasks:
                 task.cancel()
+        for work in self._trace_work.values():
+            for task in work.tasks:
+                task.cancel()
+        self._trace_work.clear()
         for task in list(self._tasks):
             task.cancel()
 
@@ -557,6 +819,12 @@ class ScoringService:
             self._buffered_bytes -= pending.size
             for task in pending.tasks:
                 task.cancel()
+        if self._traces is not None:
+            self._traces.drop_partitions(lost)
+            for trace_key in [k for k in self._trace_work if k[0] in lost]:
+                for task in self._trace_work.pop(trace_key).tasks:
+                    task.cancel()
+            self._observer.trace_buffer(len(self._traces), self._traces.bytes)
         for tp in mine:
             self._assigned.discard(tp)
             self._observer.consumer_lag(tp.topic, tp.partition, None)
@@ -577,3 +845,19 @@ async def _cancel(task: asyncio.Future[None], timeout_s: float = 1.0) -> None:
     await asyncio.wait({task}, timeout=timeout_s)
     if task.done() and not task.cancelled():
         task.exception()  # retrieved: a failure while cancelling is not worth a "never retrieved" warning
+
+
+def _lone_span(item: TraceSpan) -> bytes:
+    """An export request holding one span and its resource's service name."""
+    resource = Resource()
+    if item.service is not None:
+        resource.attributes.append(KeyValue(key=names.SERVICE_NAME, value=AnyValue(string_value=item.service)))
+    scope = ScopeSpans()
+    scope.spans.append(item.span)
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[scope])])
+    data: bytes = request.SerializeToString()
+    return data
+
+
+def _holds_agent_span(trace: BufferedTrace[TopicPartition]) -> bool:
+    return any(classify(item.span.attributes)[0] == "agent" for item in trace.decoded())

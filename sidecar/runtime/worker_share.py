@@ -1,7 +1,7 @@
 """What one worker process may use when ``runtime.workers`` processes share a pod's configuration.
 
 The configuration states the pod's budget: a judge's ``max_concurrency``, ``rpm``, ``tpm`` and spend cap,
-and the runtime's in-flight bounds. Each worker gets its part, so N workers together never ask a
+the runtime's in-flight bounds and the trace buffer's. Each worker gets its part, so N workers together never ask a
 provider for more than one process would have (each worker keeps its own gate: no shared state).
 """
 
@@ -44,6 +44,12 @@ def settings_for_worker(settings: Settings, index: int, count: int) -> Settings:
                     "workers": 1,
                     "max_in_flight_runs": worker_share(runtime.max_in_flight_runs, index, count),
                     "max_buffered_bytes": worker_share(runtime.max_buffered_bytes, index, count),
+                    "trace_buffer": runtime.trace_buffer.model_copy(
+                        update={
+                            "max_traces": worker_share(runtime.trace_buffer.max_traces, index, count),
+                            "max_bytes": worker_share(runtime.trace_buffer.max_bytes, index, count),
+                        }
+                    ),
                 }
             ),
         }

@@ -1,19 +1,134 @@
 """Prebuilt scorers (ports of Mastra's). Importing this package registers their kinds
 (``sidecar.scorers.registry``)."""
 
-from sidecar.scorers import content_similarity, prompt_alignment
+from sidecar.scorers import (
+    answer_relevancy,
+    answer_similarity,
+    bias,
+    checks,
+    completeness,
+    content_similarity,
+    context_precision,
+    context_recall,
+    context_relevance,
+    faithfulness,
+    hallucination,
+    keyword_coverage,
+    noise_sensitivity,
+    prompt_alignment,
+    rubric,
+    summarization,
+    textual_difference,
+    tone,
+    tool_call_accuracy,
+    tool_call_accuracy_llm,
+    toxicity,
+    trajectory_accuracy,
+    trajectory_llm,
+)
+from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
+from sidecar.scorers.answer_similarity import AnswerSimilarityOptions, create_answer_similarity_scorer
+from sidecar.scorers.bias import BiasOptions, create_bias_scorer
+from sidecar.scorers.checks import ChecksOptions, create_checks_scorer
+from sidecar.scorers.completeness import CompletenessOptions, create_completeness_scorer
 from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_content_similarity_scorer
+from sidecar.scorers.context_precision import ContextPrecisionOptions, create_context_precision_scorer
+from sidecar.scorers.context_recall import ContextRecallOptions, create_context_recall_scorer
+from sidecar.scorers.context_relevance import ContextRelevanceOptions, create_context_relevance_scorer_llm
+from sidecar.scorers.faithfulness import FaithfulnessOptions, create_faithfulness_scorer
+from sidecar.scorers.hallucination import HallucinationOptions, create_hallucination_scorer
+from sidecar.scorers.keyword_coverage import KeywordCoverageOptions, create_keyword_coverage_scorer
+from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, _Options, create_noise_sensitivity_scorer_llm
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.rubric import RubricCriterion, RubricOptions, create_rubric_scorer
+from sidecar.scorers.summarization import SummarizationOptions, create_summarization_scorer
+from sidecar.scorers.textual_difference import TextualDifferenceOptions, create_textual_difference_scorer
+from sidecar.scorers.tone import ToneOptions, create_tone_scorer
+from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyOptions, create_tool_call_accuracy_scorer_code
+from sidecar.scorers.tool_call_accuracy_llm import ToolCallAccuracyLLMOptions, create_tool_call_accuracy_scorer_llm
+from sidecar.scorers.toxicity import ToxicityOptions, create_toxicity_scorer
+from sidecar.scorers.trajectory_accuracy import (
+    TrajectoryAccuracyOptions,
+    TrajectoryComparisonOptions,
+    create_trajectory_accuracy_scorer_code,
+)
+from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
 
 __all__ = [
+    "AnswerRelevancyOptions",
+    "AnswerSimilarityOptions",
+    "BiasOptions",
+    "ChecksOptions",
+    "CompletenessOptions",
     "ContentSimilarityOptions",
+    "ContextPrecisionOptions",
+    "ContextRecallOptions",
+    "ContextRelevanceOptions",
+    "FaithfulnessOptions",
+    "HallucinationOptions",
+    "KeywordCoverageOptions",
+    "NoiseSensitivityOptions",
     "PromptAlignmentOptions",
+    "RubricCriterion",
+    "RubricOptions",
     "ScorerKind",
+    "SummarizationOptions",
+    "TextualDifferenceOptions",
+    "ToneOptions",
+    "ToolCallAccuracyLLMOptions",
+    "ToolCallAccuracyOptions",
+    "ToxicityOptions",
+    "TrajectoryAccuracyOptions",
+    "TrajectoryComparisonOptions",
+    "TrajectoryLLMOptions",
+    "_Options",
+    "answer_relevancy",
+    "answer_similarity",
+    "bias",
+    "checks",
+    "completeness",
     "content_similarity",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
+    "create_answer_relevancy_scorer",
+    "create_answer_similarity_scorer",
+    "create_bias_scorer",
+    "create_checks_scorer",
+    "create_completeness_scorer",
     "create_content_similarity_scorer",
+    "create_context_precision_scorer",
+    "create_context_recall_scorer",
+    "create_context_relevance_scorer_llm",
+    "create_faithfulness_scorer",
+    "create_hallucination_scorer",
+    "create_keyword_coverage_scorer",
+    "create_noise_sensitivity_scorer_llm",
     "create_prompt_alignment_scorer_llm",
+    "create_rubric_scorer",
+    "create_summarization_scorer",
+    "create_textual_difference_scorer",
+    "create_tone_scorer",
+    "create_tool_call_accuracy_scorer_code",
+    "create_tool_call_accuracy_scorer_llm",
+    "create_toxicity_scorer",
+    "create_trajectory_accuracy_scorer_code",
+    "create_trajectory_accuracy_scorer_llm",
+    "faithfulness",
+    "hallucination",
+    "keyword_coverage",
+    "noise_sensitivity",
     "prompt_alignment",
+    "rubric",
     "scorer_kind",
     "scorer_kinds",
+    "summarization",
+    "textual_difference",
+    "tone",
+    "tool_call_accuracy",
+    "tool_call_accuracy_llm",
+    "toxicity",
+    "trajectory_accuracy",
+    "trajectory_llm",
 ]

@@ -20,15 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.registry import scorer_kind
-from sidecar.scorers.text import (
-    get_assistant_message_from_run_output,
-    get_text_content_from_message,
-    get_user_message_from_run_input,
-    is_agent_run_input,
-)
+from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
-from sidecar.scoring.agent import AgentMessage, AgentRunInput
-from sidecar.scoring.types import to_json_value
+from sidecar.scoring.prompting import js_number
 
 __all__ = [
     "ContentSimilarityOptions",
@@ -45,6 +39,7 @@ class ContentSimilarityOptions(BaseModel):
 
     ignore_case: bool = True
     ignore_whitespace: bool = True
+    scale: float | None = None  # not in Mastra; falsy → 1, as for every kind
 
 
 class ContentSimilarityPreprocess(BaseModel):
@@ -85,24 +80,6 @@ def _js_whitespace_normalise(text: str) -> str:
     return re.sub(r"[\s\ufeff]+", " ", text).strip(" ")
 
 
-def _input_text(run_input: Any) -> str:
-    if isinstance(run_input, AgentRunInput):  # the service's shape: typed, no JSON round trip
-        return ", ".join(m.text for m in run_input.input_messages)
-    value = to_json_value(run_input)
-    if is_agent_run_input(value):
-        return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
-    return get_user_message_from_run_input(value) or ""
-
-
-def _output_text(run_output: Any) -> str:
-    if isinstance(run_output, list | tuple) and all(isinstance(m, AgentMessage) for m in run_output):
-        return ", ".join(m.text for m in run_output)
-    value = to_json_value(run_output)
-    if isinstance(value, list):
-        return ", ".join(get_text_content_from_message(m) for m in value)
-    return get_assistant_message_from_run_output(value) or ""
-
-
 def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[str, Any] | None = None) -> Scorer:
     """Options ``ignore_case`` (``ignoreCase``) and ``ignore_whitespace`` (``ignoreWhitespace``), both True.
 
@@ -114,10 +91,11 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
         if isinstance(options, ContentSimilarityOptions)
         else ContentSimilarityOptions.model_validate(options or {})
     )
+    scale = opts.scale or 1
 
     def preprocess(ctx: StepContext) -> ContentSimilarityPreprocess:
-        processed_input = _input_text(ctx.run.input)
-        processed_output = _output_text(ctx.run.output)
+        processed_input = get_input_messages_text(ctx.run.input) or ""
+        processed_output = get_output_messages_text(ctx.run.output) or ""
         if opts.ignore_case:
             processed_input, processed_output = processed_input.lower(), processed_output.lower()
         if opts.ignore_whitespace:
@@ -127,9 +105,9 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
 
     def generate_score(ctx: StepContext) -> float:
         texts: ContentSimilarityPreprocess = ctx.results.preprocess_step_result
-        return compare_two_strings(texts.processed_input, texts.processed_output)
+        return compare_two_strings(texts.processed_input, texts.processed_output) * scale
 
-    return (
+    scorer = (
         create_scorer(
             id="content-similarity",
             description=("Textual similarity of the run's input and output: Dice coefficient over character bigrams"),
@@ -137,6 +115,8 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
         .preprocess(preprocess)
         .generate_score(generate_score)
     )
+    # A scale changes the scores: other score ids. Unscaled keeps the ids it always had.
+    return scorer if scale == 1 else scorer.with_version(f"1:scale={js_number(scale)}")
 
 
 @scorer_kind(
@@ -144,6 +124,7 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
     options=ContentSimilarityOptions,
     needs_judge=False,
     description="textual similarity of the response to the request (Dice coefficient of character bigrams)",
+    needs=("input", "output"),
 )
 def _content_similarity_kind(judge: JudgeModel | None, options: ContentSimilarityOptions) -> Scorer:
     return create_content_similarity_scorer(options=options)

@@ -20,7 +20,7 @@ from sidecar.scorers.prompt_alignment_prompts import (
     create_reason_prompt,
     weights_text,
 )
-from sidecar.scorers.registry import scorer_kind
+from sidecar.scorers.registry import Need, scorer_kind
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
     get_combined_system_prompt,
@@ -291,11 +291,21 @@ def create_prompt_alignment_scorer_llm(
     )
 
 
+_MODE_NEEDS: dict[EvaluationMode, tuple[Need, ...]] = {
+    "user": ("input", "output"),
+    "system": ("output", "system"),
+    "both": ("input", "output", "system"),
+}
+
+
 @scorer_kind(
     "prompt-alignment",
     options=PromptAlignmentOptions,
     needs_judge=True,
-    description="how well the response follows the user's request and the system instructions (LLM judge)",
+    description="how well the response follows the user's request and the system instructions",
+    judge_calls_per_run=2,
+    needs=("input", "output", "system"),
+    needs_for=lambda options: _MODE_NEEDS[options.evaluation_mode],
 )
 def _prompt_alignment_kind(judge: JudgeModel | None, options: PromptAlignmentOptions) -> Scorer:
     assert judge is not None  # the registry checks needs_judge

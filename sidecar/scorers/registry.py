@@ -10,18 +10,24 @@ traffic or only ``eval`` datasets, and a one-line description. Settings validati
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from sidecar.scoring import JudgeModel, Scorer
 
-__all__ = ["ScorerKind", "kind_of", "scorer_kind", "scorer_kinds"]
+__all__ = ["Direction", "Need", "ScorerKind", "kind_of", "kinds_table", "scorer_kind", "scorer_kinds"]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+# What a kind reads from a run: the request, the response, the system instructions, the tool calls (with
+# their results), retrieved context, a ground truth (eval datasets only).
+Need = Literal["input", "output", "system", "tool_calls", "context", "ground_truth"]
+NEED_ORDER: tuple[Need, ...] = ("input", "output", "system", "tool_calls", "context", "ground_truth")
+# Which way is good: "higher" (alignment, relevancy) or "lower" (hallucination, toxicity, bias).
+Direction = Literal["higher", "lower"]
 Factory = Callable[[JudgeModel | None, OptionsT], Scorer]
 
 
@@ -34,6 +40,19 @@ class ScorerKind(Generic[OptionsT]):
     description: str
     # None: scores live traffic and datasets; else why the kind scores ``eval`` datasets only.
     eval_only: str | None = None
+    # Judge calls of one run, typically (Mastra's LLM scorers make 2 to 4): the basis of cost estimates.
+    judge_calls_per_run: float = 0.0
+    needs: frozenset[Need] = frozenset({"input", "output"})
+    direction: Direction = "higher"
+    # What a scorer built with these options reads, when its options change that (a mode that judges the
+    # system instructions only); None: ``needs``.
+    needs_for: Callable[[OptionsT], Iterable[Need]] | None = None
+
+    def needs_given(self, options: Mapping[str, Any]) -> frozenset[Need]:
+        """What a scorer of this kind built with ``options`` reads from a run."""
+        if self.needs_for is None:
+            return self.needs
+        return frozenset(self.needs_for(self.options.model_validate(dict(options))))
 
     @property
     def prebuilt(self) -> bool:
@@ -58,13 +77,31 @@ def scorer_kind(
     needs_judge: bool,
     description: str,
     eval_only: str | None = None,
+    judge_calls_per_run: float = 0.0,
+    needs: Iterable[Need] = ("input", "output"),
+    direction: Direction = "higher",
+    needs_for: Callable[[OptionsT], Iterable[Need]] | None = None,
 ) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
     """Register ``factory(judge, options) -> Scorer`` as the kind ``name``."""
+    if needs_judge and judge_calls_per_run <= 0:
+        raise ValueError(f"scorer kind {name!r} needs a judge: say how many calls a run makes")
 
     def register(factory: Factory[OptionsT]) -> Factory[OptionsT]:
         if name in _KINDS:
             raise ValueError(f"scorer kind {name!r} is registered twice")
-        _KINDS[name] = _BY_FACTORY[factory] = ScorerKind(name, factory, options, needs_judge, description, eval_only)
+        kind = ScorerKind(
+            name,
+            factory,
+            options,
+            needs_judge,
+            description,
+            eval_only,
+            judge_calls_per_run,
+            frozenset(needs),
+            direction,
+            needs_for,
+        )
+        _KINDS[name] = _BY_FACTORY[factory] = kind
         return factory
 
     return register
@@ -86,20 +123,29 @@ def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
 def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
     """The prebuilt kinds as a Markdown table (``scoring-sidecar kinds`` prints it; docs/scorers.md holds it)."""
     rows = [
-        "| kind | judge | live | options (default) | what it scores |",
-        "|---|---|---|---|---|",
+        "| kind | what it scores | judge calls per run | needs | better | live | options (default) |",
+        "|---|---|---|---|---|---|---|",
     ]
     chosen = kinds if kinds is not None else {n: k for n, k in scorer_kinds().items() if k.prebuilt}
     for name, kind in sorted(chosen.items()):
         options = ", ".join(
-            f"`{field}` ({_default(info.default)})" for field, info in kind.options.model_fields.items()
+            f"`{field}` ({'required' if info.is_required() else _default(info.default)})"
+            for field, info in kind.options.model_fields.items()
         )
+        needs = ", ".join(need.replace("_", " ") for need in NEED_ORDER if need in kind.needs)
+        calls = f"{kind.judge_calls_per_run:g}" if kind.needs_judge else "0 (code)"
         live = "eval only" if kind.eval_only else "yes"
         rows.append(
-            f"| `{name}` | {'yes' if kind.needs_judge else 'no'} | {live} | {options or '-'} | {kind.description} |"
+            f"| `{name}` | {kind.description} | {calls} | {needs} | {kind.direction} | {live} | {options or '-'} |"
         )
     return "\n".join(rows)
 
 
 def _default(value: object) -> str:
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, BaseModel | dict | list | tuple):
+        return "see its page"  # nested defaults (weights, penalties) are documented with the kind
+    return str(value)

@@ -15,12 +15,16 @@ from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart
 from sidecar.scoring.types import to_json_value
 
 __all__ = [
+    "extract_agent_response_messages",
     "get_assistant_message_from_run_output",
     "get_combined_system_prompt",
+    "get_input_messages_text",
+    "get_output_messages_text",
     "get_system_messages_from_run_input",
     "get_text_content_from_message",
     "get_user_message_from_run_input",
     "is_agent_run_input",
+    "is_agent_run_output",
 ]
 
 
@@ -182,3 +186,64 @@ def get_assistant_message_from_run_output(output: Any) -> str | None:
     if is_assistant and isinstance(output.get("content"), Mapping | list):
         return get_text_content_from_message(output) or get_text_content_from_message(output["content"]) or None
     return None
+
+
+def _is_message_like(message: Any) -> bool:
+    # isMastraDBMessageLike: an id and a role (strings), and content and createdAt keys.
+    return (
+        isinstance(message, Mapping)
+        and isinstance(message.get("id"), str)
+        and isinstance(message.get("role"), str)
+        and "content" in message
+        and "createdAt" in message
+    )
+
+
+def is_agent_run_output(output: Any) -> bool:
+    """``isScorerRunOutputForAgent``: a list of stored messages (an empty list counts, as ``every`` says)."""
+    if isinstance(output, list | tuple) and all(isinstance(m, AgentMessage) for m in output):
+        return True
+    output = to_json_value(output)
+    return isinstance(output, list) and all(_is_message_like(m) for m in output)
+
+
+def extract_agent_response_messages(output: Any) -> list[str]:
+    """``extractAgentResponseMessages``: the text of every assistant message, in order (``''`` for a message
+    without text, such as a tool-call turn). Call it on agent output (``is_agent_run_output``)."""
+    if isinstance(output, list | tuple) and all(isinstance(m, AgentMessage) for m in output):
+        return [m.text for m in output if m.role == "assistant"]
+    output = to_json_value(output)
+    if not isinstance(output, list):
+        return []
+    return [get_text_content_from_message(m) for m in output if isinstance(m, Mapping) and m.get("role") == "assistant"]
+
+
+def get_input_messages_text(run_input: Any) -> str | None:
+    """The code scorers' reading of the input: every input message's text joined with ``", "``.
+
+    Mastra's code scorers read ``run.input.inputMessages.map(getTextContentFromMastraDBMessage).join(', ')``.
+    Inputs not in the agent shape fall back to the first user message. ``None`` when there is no input or
+    no user text in it (an empty agent input gives ``""``, as in Mastra).
+    """
+    if run_input is None:
+        return None
+    if isinstance(run_input, AgentRunInput):  # the service's shape: typed, no JSON round trip
+        return ", ".join(m.text for m in run_input.input_messages)
+    value = to_json_value(run_input)
+    if is_agent_run_input(value):
+        return ", ".join(get_text_content_from_message(m) for m in value["inputMessages"])
+    return get_user_message_from_run_input(value)
+
+
+def get_output_messages_text(run_output: Any) -> str | None:
+    """Every output message's text joined with ``", "`` (Mastra's ``run.output.map(...).join(', ')``).
+
+    Outputs that are not a list of messages fall back to the assistant text (``{text}``, a string, …);
+    ``None`` when none is found.
+    """
+    if isinstance(run_output, list | tuple) and all(isinstance(m, AgentMessage) for m in run_output):
+        return ", ".join(m.text for m in run_output)
+    value = to_json_value(run_output)
+    if isinstance(value, list):
+        return ", ".join(get_text_content_from_message(m) for m in value)
+    return get_assistant_message_from_run_output(value)

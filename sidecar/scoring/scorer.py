@@ -303,6 +303,8 @@ class Scorer:
     ) -> tuple[Any, ScorerJudgeResults | None]:
         started = time.perf_counter()
         prompt = await _resolve(step.create_prompt(ctx))  # raising here records no judge execution
+        if isinstance(prompt, NotScorable):  # nothing to judge: no call, the run ends not scorable
+            return prompt, judge_results
         if not isinstance(prompt, str):
             raise TypeError(f"{name}: create_prompt must return a string, got {type(prompt).__name__}")
         judge = self.judge.merged(step.judge) if self.judge is not None else step.judge

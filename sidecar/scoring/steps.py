@@ -63,7 +63,9 @@ def not_scorable(reason: str) -> NotScorable:
 
 
 StepFunction = Callable[[StepContext], Any | Awaitable[Any]]
-PromptFactory = Callable[[StepContext], str | Awaitable[str]]
+# A prompt factory may return ``not_scorable(reason)`` instead of a prompt: the step then calls no judge
+# and the run ends not scorable (a RAG scorer finding no context before its first judge call).
+PromptFactory = Callable[[StepContext], str | NotScorable | Awaitable[str | NotScorable]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ class StrictnessOptions(BaseModel):
     options=StrictnessOptions,
     needs_judge=True,
     description="a user's kind declared like a prebuilt one (tests)",
+    judge_calls_per_run=1,
 )
 def create_strictness_scorer(judge: JudgeModel | None, options: StrictnessOptions) -> Scorer:
     """Declared with @scorer_kind: its options are validated by its own model, its judge is required."""

@@ -1,7 +1,9 @@
 """A real OTLP receiver on loopback: gRPC (traces and logs services) and HTTP/protobuf (/v1/traces, /v1/logs).
 
 It decodes what the real OTLP exporters send and keeps it; ``fail()`` makes it answer with errors
-(HTTP 503 / gRPC UNAVAILABLE by default) until ``recover()``, to test delivery failures.
+(HTTP 503 / gRPC UNAVAILABLE by default) until ``recover()``, to test delivery failures. ``logs=False``
+makes a traces-only receiver, as Tempo, Jaeger and Phoenix are: HTTP 404 on ``/v1/logs``, no gRPC logs
+service (UNIMPLEMENTED).
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-__all__ = ["OtlpReceiver", "ReceivedLog", "ReceivedSpan", "attributes", "otlp_receiver", "otlp_receiver_session"]
+__all__ = [
+    "OtlpReceiver",
+    "ReceivedLog",
+    "ReceivedSpan",
+    "attributes",
+    "otlp_receiver",
+    "otlp_receiver_session",
+    "traces_only_receiver",
+    "traces_only_receiver_session",
+]
 
 
 def any_value(value: AnyValue) -> Any:
@@ -93,7 +104,8 @@ class ReceivedLog:
 
 
 class OtlpReceiver:
-    def __init__(self) -> None:
+    def __init__(self, *, logs: bool = True) -> None:
+        self.takes_logs = logs
         self._lock = threading.Lock()
         self._spans: list[ReceivedSpan] = []
         self._logs: list[ReceivedLog] = []
@@ -101,6 +113,7 @@ class OtlpReceiver:
         self._http_status: int | None = None
         self._grpc_code: grpc.StatusCode | None = None
         self.requests = 0  # export requests answered (ok or failed), both protocols and signals
+        self.refused_logs = 0  # log exports answered "no such signal" (traces-only receiver)
         self.encodings: list[str] = []  # Content-Encoding of the HTTP requests
         self.headers: list[dict[str, str]] = []  # HTTP headers / gRPC metadata of every request
         self._grpc_server: grpc.Server | None = None
@@ -118,6 +131,7 @@ class OtlpReceiver:
             self._http_status = None
             self._grpc_code = None
             self.requests = 0
+            self.refused_logs = 0
             self.encodings.clear()
             self.headers.clear()
 
@@ -204,14 +218,15 @@ class OtlpReceiver:
 
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)  # type: ignore[no-untyped-call]
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)  # type: ignore[no-untyped-call]
+        if self.takes_logs:
+            logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)  # type: ignore[no-untyped-call]
         self.grpc_port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._grpc_server = server
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/traces", self._http_traces)
-        app.router.add_post("/v1/logs", self._http_logs)
+        app.router.add_post("/v1/logs", self._http_logs if self.takes_logs else self._http_no_logs)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -257,6 +272,12 @@ class OtlpReceiver:
         response = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         return web.Response(body=response, content_type="application/x-protobuf")
 
+    async def _http_no_logs(self, request: web.Request) -> web.Response:
+        await request.read()
+        with self._lock:
+            self.refused_logs += 1
+        return web.Response(status=404, text="404: Not Found")
+
     async def _http_logs(self, request: web.Request) -> web.Response:
         body, error = await self._http_body(request)
         if error is not None:
@@ -279,3 +300,16 @@ async def otlp_receiver_session() -> AsyncIterator[OtlpReceiver]:
 def otlp_receiver(otlp_receiver_session: OtlpReceiver) -> OtlpReceiver:
     otlp_receiver_session.reset()
     return otlp_receiver_session
+
+
+@pytest_asyncio.fixture(scope="session")
+async def traces_only_receiver_session() -> AsyncIterator[OtlpReceiver]:
+    receiver = await OtlpReceiver(logs=False).start()
+    yield receiver
+    await receiver.stop()
+
+
+@pytest.fixture
+def traces_only_receiver(traces_only_receiver_session: OtlpReceiver) -> OtlpReceiver:
+    traces_only_receiver_session.reset()
+    return traces_only_receiver_session

@@ -1,17 +1,8 @@
-"""The service configuration: one YAML file, validated by pydantic, with ``${ENV}`` expansion for secrets.
-
->>> settings = load_settings(Path("sidecar.yaml"))           # or load_settings("kafka: {...}") for text
->>> settings.judges["default"].to_judge_model()
->>> settings.scorers[0].selection()                           # a sidecar.conventions.Selection
-
-Rules:
+"""The configuration models: one frozen pydantic model per block of the YAML file.
 
 - Every model is frozen and forbids unknown keys: a typo'd key is an error naming it (with a suggestion).
-- String scalars may reference the environment: ``${VAR}`` (a missing variable is an error naming it),
-  ``${VAR:-default}`` (default when unset or empty, as in a shell); ``$${`` gives a literal ``${``.
-  Expansion happens after YAML parsing, so a value cannot inject YAML structure.
-- Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
-  They never carry input values, so secrets cannot leak through them.
+- Validators report through :func:`~sidecar.runtime.settings.errors._problem`, so that each problem keeps
+  its own key path (and, once loaded, its line).
 - Secrets (judge ``api_key``, ``kafka.security.sasl_password``, ``exporters.otlp.headers`` values) are
   ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
 """
@@ -23,12 +14,9 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -45,6 +33,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
+from sidecar.runtime.settings.errors import _message, _problem
 from sidecar.scorers.registry import ScorerKind, scorer_kinds
 from sidecar.scoring.judge.model import JudgeModel
 
@@ -57,16 +46,13 @@ __all__ = [
     "KafkaSecuritySettings",
     "KafkaSettings",
     "OtlpExporterSettings",
+    "PhoenixExporterSettings",
     "PrometheusExporterSettings",
     "RuntimeSettings",
     "ScorerSettings",
     "ScorerTargets",
     "Settings",
-    "SettingsError",
-    "SettingsProblem",
-    "expand_env",
-    "load_eval_settings",
-    "load_settings",
+    "TraceBufferSettings",
     "parse_python_kind",
 ]
 
@@ -79,40 +65,6 @@ def parse_python_kind(kind: str) -> tuple[str, str] | None:
     """``python: package.module:factory`` → (module, factory); None for any other kind."""
     match = _PYTHON_KIND.match(kind.strip())
     return (match["module"], match["factory"]) if match else None
-
-
-# --------------------------------------------------------------------------------------------------
-# errors
-
-
-@dataclass(frozen=True, slots=True)
-class SettingsProblem:
-    path: str  # dotted, list indexes in brackets: scorers[1].judge
-    line: int | None  # 1-based line in the YAML text, when known
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path or "(top level)"
-        return f"{where} (line {self.line}): {self.message}" if self.line is not None else f"{where}: {self.message}"
-
-
-class SettingsError(ValueError):
-    """An invalid configuration: every problem found, one per line. Never contains input values."""
-
-    def __init__(self, problems: Sequence[SettingsProblem], source: str | None = None) -> None:
-        self.problems = tuple(problems)
-        self.source = source
-        head = f"invalid configuration{f' {source}' if source else ''}: {len(self.problems)} problem(s)"
-        super().__init__("\n".join([head, *(f"  - {p}" for p in self.problems)]))
-
-
-def _problem(loc: tuple[str | int, ...], message: str) -> InitErrorDetails:
-    # A pre-formatted message through a template placeholder (the message itself may contain braces).
-    return InitErrorDetails(type=PydanticCustomError("settings", "{detail}", {"detail": message}), loc=loc, input=None)
-
-
-# --------------------------------------------------------------------------------------------------
-# models
 
 
 class _Frozen(BaseModel):
@@ -263,13 +215,16 @@ class KafkaSettings(_Frozen):
         """aiokafka producer keyword arguments beyond bootstrap_servers (secrets included)."""
         return {"client_id": self.client_id, **self.security.client_options()}
 
-    def ingest_config(self, topic: str, selection: Selection | None = None) -> IngestConfig:
+    def ingest_config(
+        self, topic: str, selection: Selection | None = None, *, resource_attributes: Iterable[str] = ()
+    ) -> IngestConfig:
         return IngestConfig(
             topic=topic,
             encoding=self.encoding,
             dead_letter_topic=self.dead_letter_topic,
             max_record_bytes=self.max_record_bytes,
             selection=selection if selection is not None else Selection(),
+            resource_attributes=frozenset(resource_attributes),
         )
 
 
@@ -331,6 +286,10 @@ class ScorerTargets(_Frozen):
     services: NameFilter = NameFilter()  # globs on the resource's service.name
     where: tuple[AttributePredicate, ...] = ()  # all must hold
     max_input_bytes: int = Field(default=256 * 1024, gt=0)
+    # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
+    # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
+    # done (runtime.trace_buffer says when).
+    scope: Literal["span", "trace"] = "span"
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -338,6 +297,21 @@ class ScorerTargets(_Frozen):
         return (value,) if isinstance(value, str) else value
 
     _not_empty = field_validator("kinds")(_non_empty)
+
+    @model_validator(mode="after")
+    def _trace_scope_scores_agents(self) -> ScorerTargets:
+        if self.scope == "trace" and self.kinds != ("agent",):
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    _problem(
+                        ("kinds",),
+                        "scope: trace assembles agent runs (an agent span with its LLM calls, tools and "
+                        "retrievals): kinds must be [agent]",
+                    )
+                ],
+            )
+        return self
 
 
 ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
@@ -419,12 +393,69 @@ def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorD
     loc = ("options", *err["loc"])
     if err["type"] != "extra_forbidden":
         return _problem(loc, _message(err))
+    model = _options_model_at(kind.options, err["loc"][:-1])
+    if model is None:
+        return _problem(loc, f"unknown option of kind {kind.name!r}")
     # Options may be written in snake_case or in Mastra's camelCase.
-    fields = kind.options.model_fields
+    fields = model.model_fields
     allowed = sorted({name for name in fields} | {f.alias for f in fields.values() if f.alias})
     close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return _problem(loc, f"unknown option of kind {kind.name!r} ({hint}options: {', '.join(sorted(fields))})")
+    what = "option" if model is kind.options else "field"
+    return _problem(loc, f"unknown {what} of kind {kind.name!r} ({hint}{what}s: {', '.join(sorted(fields))})")
+
+
+def _options_model_at(model: type[BaseModel], path: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model validating the mapping at ``path`` inside a kind's options (a criterion of a rubric, …)."""
+    annotation: Any = model
+    for part in path:
+        annotation = _strip_optional(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            field = fields.get(str(part)) or next((f for f in fields.values() if f.alias == part), None)
+            if field is None:
+                return None
+            annotation = field.annotation
+            continue
+        args = typing.get_args(annotation)
+        origin = typing.get_origin(annotation)
+        if origin in (list, tuple) and args:
+            annotation = args[0]
+        elif origin is dict and len(args) == 2:
+            annotation = args[1]
+        else:
+            return None
+    annotation = _strip_optional(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+class TraceBufferSettings(_Frozen):
+    """When a trace is done for ``scope: trace`` scorers, and how much of them may wait in memory."""
+
+    # Ready when its root span has arrived and no span of it came for idle_s ...
+    idle_s: float = Field(default=5.0, gt=0, le=3600)
+    # ... or max_wait_s after its first span, whatever arrived (the run says it is incomplete).
+    max_wait_s: float = Field(default=120.0, gt=0, le=86400)
+    # At either bound intake pauses until traces are scored (nothing is dropped).
+    max_traces: int = Field(default=20_000, gt=0)
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # One trace past this is scored at once from what arrived, and marked incomplete (ready reason evicted).
+    max_trace_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+
+    @model_validator(mode="after")
+    def _wait_covers_idle(self) -> TraceBufferSettings:
+        if self.max_wait_s < self.idle_s:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("max_wait_s",), "must be at least idle_s")]
+            )
+        return self
 
 
 class RuntimeSettings(_Frozen):
@@ -436,15 +467,32 @@ class RuntimeSettings(_Frozen):
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     revoke_timeout_s: float = Field(default=5.0, gt=0)
     run_timeout_s: float = Field(default=120.0, gt=0)
+    # The `agent` label of the metrics: the first max_agent_labels agent names seen keep their own label,
+    # later ones read "other"; agent_labels are always labelled (bounded series, whatever the traces say).
+    max_agent_labels: int = Field(default=50, ge=0)
+    agent_labels: tuple[str, ...] = ()
     # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
     # spend caps and the in-flight bounds above are the pod's: workers split them.
     workers: int = Field(default=1, ge=1, le=64)
+    trace_buffer: TraceBufferSettings = TraceBufferSettings()
 
 
 class PrometheusExporterSettings(_Frozen):
     enabled: bool = True
     host: str = "0.0.0.0"
     port: int = Field(default=9464, ge=0, le=65535)  # /metrics, /healthz, /readyz
+
+
+# Resource attributes by which backends file a trace (Phoenix projects, Langfuse environments, Datadog env):
+# copied from the scored span's resource onto the scores' spans, so they land beside the trace.
+DEFAULT_COPIED_RESOURCE_ATTRIBUTES: tuple[str, ...] = (
+    "openinference.project.name",
+    "deployment.environment",
+    "deployment.environment.name",
+    "service.namespace",
+)
+# The sidecar's own resource: never taken from the scored span (service.name is half of the loop guard).
+_OWN_RESOURCE_ATTRIBUTES = frozenset({"service.name", "service.version"})
 
 
 class OtlpExporterSettings(_Frozen):
@@ -455,20 +503,34 @@ class OtlpExporterSettings(_Frozen):
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
     headers: dict[str, SecretStr] = Field(default_factory=dict)  # e.g. authorization: "Bearer ${OTLP_TOKEN}"
     timeout_s: float = Field(default=10.0, gt=0)
-    evaluation_logs: bool = True
+    # The gen_ai.evaluation.result log records (/v1/logs): off, since most trace backends take no OTLP logs
+    # (docs/otlp-backends.md); a receiver that answers it has no logs signal turns them off by itself.
+    evaluation_logs: bool = False
+    resource_attributes: tuple[str, ...] = DEFAULT_COPIED_RESOURCE_ATTRIBUTES
 
     _unset = field_validator("endpoint", mode="before")(_empty_is_unset)
 
+    @field_validator("resource_attributes", mode="before")
+    @classmethod
+    def _one_attribute(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _endpoint_when_enabled(self) -> OtlpExporterSettings:
+        problems: list[InitErrorDetails] = []
         if self.enabled and not self.endpoint:
-            raise ValidationError.from_exception_data(
-                type(self).__name__, [_problem(("endpoint",), "required when the OTLP exporter is enabled")]
-            )
+            problems.append(_problem(("endpoint",), "required when the OTLP exporter is enabled"))
         if self.endpoint is not None and not re.match(r"^https?://", self.endpoint):
-            raise ValidationError.from_exception_data(
-                type(self).__name__, [_problem(("endpoint",), "must start with http:// or https://")]
-            )
+            problems.append(_problem(("endpoint",), "must start with http:// or https://"))
+        for i, name in enumerate(self.resource_attributes):
+            if not name.strip():
+                problems.append(_problem(("resource_attributes", i), "must not be empty"))
+            elif name in _OWN_RESOURCE_ATTRIBUTES:
+                problems.append(
+                    _problem(("resource_attributes", i), f"{name} is the sidecar's own (the loop guard); not copied")
+                )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
     @property
@@ -487,10 +549,54 @@ class KafkaScoresExporterSettings(_Frozen):
     max_pending_records: int = Field(default=10_000, ge=1)
 
 
+PHOENIX_API_KEY_ENV = "PHOENIX_API_KEY"
+PHOENIX_RESERVED_ANNOTATION_NAME = "note"  # POST /v1/span_annotations answers 400 for it
+
+
+class PhoenixExporterSettings(_Frozen):
+    """Scores as Arize Phoenix span annotations (REST API). Enabled when a base URL is set."""
+
+    enabled: bool | None = None  # None: enabled iff base_url is set
+    base_url: str | None = None  # Phoenix's address, e.g. http://phoenix:6006 (the REST API is under /v1)
+    api_key: SecretStr | None = None  # unset: the PHOENIX_API_KEY environment variable, if any
+    batch_size: int = Field(default=100, ge=1, le=1000)  # annotations per request
+    timeout_s: float = Field(default=10.0, gt=0)  # one request
+    max_pending: int = Field(default=10_000, ge=1)  # unconfirmed annotations held before runs wait
+    # How long an annotation waits for its span to reach Phoenix (the trace may arrive after the score),
+    # from Phoenix's first "no such span": then it is dropped, logged and counted.
+    span_wait_s: float = Field(default=300.0, ge=0)
+
+    _unset = field_validator("base_url", "api_key", mode="before")(_empty_is_unset)
+
+    @model_validator(mode="after")
+    def _base_url_when_enabled(self) -> PhoenixExporterSettings:
+        if self.enabled and not self.base_url:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("base_url",), "required when the Phoenix exporter is enabled")]
+            )
+        if self.base_url is not None and not re.match(r"^https?://[^/]", self.base_url):
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_problem(("base_url",), "must start with http:// or https://")]
+            )
+        return self
+
+    @property
+    def is_enabled(self) -> bool:
+        return bool(self.base_url) if self.enabled is None else self.enabled
+
+    def api_key_value(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key in clear (the setting, else ``PHOENIX_API_KEY``), for the exporter. Never log it."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        env = os.environ if environ is None else environ
+        return env.get(PHOENIX_API_KEY_ENV) or None
+
+
 class ExportersSettings(_Frozen):
     prometheus: PrometheusExporterSettings = PrometheusExporterSettings()
     otlp: OtlpExporterSettings = OtlpExporterSettings()
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
+    phoenix: PhoenixExporterSettings = PhoenixExporterSettings()
 
 
 class _Provenance:
@@ -584,6 +690,15 @@ class Settings(EvalSettings):
                 problems.append(
                     _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
                 )
+        if self.exporters.phoenix.is_enabled:
+            for i, scorer in enumerate(self.scorers):
+                if scorer.id == PHOENIX_RESERVED_ANNOTATION_NAME:
+                    problems.append(
+                        _problem(
+                            ("scorers", i, "id"),
+                            "Phoenix reserves the annotation name 'note' for notes: rename the scorer",
+                        )
+                    )
         topic = self.exporters.kafka_scores.topic
         if self.exporters.kafka_scores.enabled and (
             topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
@@ -605,235 +720,3 @@ def _redact(value: Any) -> Any:
         items = [_redact(v) for v in value]
         return sorted(items, key=str) if isinstance(value, set | frozenset) else items
     return value
-
-
-# --------------------------------------------------------------------------------------------------
-# loading: YAML with line numbers, ${ENV} expansion, errors with paths
-
-
-Loc = tuple[str | int, ...]
-_ENV_REF = re.compile(r"\$\$\{|\$\{([^}]*)\}")
-_ENV_NAME = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?$", re.DOTALL)
-
-
-class _EnvError(Exception):
-    pass
-
-
-def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` → values from the environment; ``$${`` → ``${``."""
-    env = os.environ if environ is None else environ
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$${":
-            return "${"
-        ref = _ENV_NAME.match(match.group(1))
-        if ref is None:
-            raise _EnvError(f"bad variable reference ${{{match.group(1)}}}: use ${{NAME}} or ${{NAME:-default}}")
-        name, default = ref["name"], ref["default"]
-        value = env.get(name)
-        if value is None or (value == "" and default is not None):
-            if default is None:
-                raise _EnvError(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)")
-            return default
-        return value
-
-    return _ENV_REF.sub(replace, text)
-
-
-class _Document:
-    """The YAML tree as plain data, with the line of every key and list item."""
-
-    def __init__(self, text: str, environ: Mapping[str, str] | None) -> None:
-        self.lines: dict[Loc, int] = {}
-        self.problems: list[SettingsProblem] = []
-        self._environ = environ
-        self._loader = yaml.SafeLoader(text)
-        try:
-            root = self._loader.get_single_node()
-            self.data: Any = {} if root is None else self._build(root, ())
-        finally:
-            self._loader.dispose()
-
-    def _build(self, node: yaml.Node, loc: Loc) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            self._loader.flatten_mapping(node)  # merge keys (<<: *anchor)
-            result: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self._loader.construct_object(key_node, deep=True)
-                if not isinstance(key, str | int | float | bool) or key is None:
-                    self.problems.append(
-                        SettingsProblem(_path(loc), key_node.start_mark.line + 1, "keys must be plain scalars")
-                    )
-                    continue
-                key = str(key) if not isinstance(key, str) else key
-                line = key_node.start_mark.line + 1
-                if key in result:
-                    self.problems.append(
-                        SettingsProblem(
-                            _path((*loc, key)), line, f"duplicate key (first on line {self.lines[(*loc, key)]})"
-                        )
-                    )
-                    continue
-                self.lines[(*loc, key)] = line
-                result[key] = self._build(value_node, (*loc, key))
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            items = []
-            for i, item in enumerate(node.value):
-                self.lines[(*loc, i)] = item.start_mark.line + 1
-                items.append(self._build(item, (*loc, i)))
-            return items
-        value = self._loader.construct_object(node, deep=True)
-        if isinstance(value, str) and "$" in value:
-            try:
-                value = expand_env(value, self._environ)
-            except _EnvError as exc:
-                self.problems.append(SettingsProblem(_path(loc), node.start_mark.line + 1, str(exc)))
-        return value
-
-    def line_of(self, loc: Loc) -> int | None:
-        for end in range(len(loc), 0, -1):
-            line = self.lines.get(loc[:end])
-            if line is not None:
-                return line
-        return None
-
-
-def _path(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _message(err: Mapping[str, Any]) -> str:
-    # The error's own message only: pydantic's str(ValidationError) would echo the input value.
-    if err["type"] == "missing":
-        return "required key is missing"
-    return str(err["msg"])
-
-
-def _data_loc(loc: Sequence[str | int], data: Any) -> Loc:
-    """The part of a pydantic loc that names places in the data (drops union/validator tags)."""
-    out: list[str | int] = []
-    current = data
-    for i, part in enumerate(loc):
-        in_mapping = isinstance(current, Mapping) and part in current
-        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
-        if in_mapping or in_list:
-            out.append(part)
-            current = current[part]
-        elif isinstance(current, Mapping) and isinstance(part, str) and i == len(loc) - 1:
-            out.append(part)  # a missing key
-        elif isinstance(current, Mapping) and isinstance(part, str) and all(isinstance(p, str) for p in loc[i:]):
-            out.extend(loc[i:])  # a key under a missing/defaulted block
-            break
-        # else: a tag such as 'str' or 'list[str]' in a union, or 'function-after[...]': skip it
-    return tuple(out)
-
-
-def _model_at(loc: Sequence[str | int], root: type[BaseModel]) -> type[BaseModel] | None:
-    """The model class validating the mapping at ``loc`` (for key suggestions)."""
-    annotation: Any = root
-    for part in loc:
-        annotation = _unwrap(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(str(part))
-            if field is None:
-                return None
-            annotation = field.annotation
-        else:
-            origin = typing.get_origin(annotation)
-            args = typing.get_args(annotation)
-            if origin is dict and len(args) == 2:
-                annotation = args[1]
-            elif origin in (list, tuple) and args:
-                annotation = args[0]
-            else:
-                return None
-    annotation = _unwrap(annotation)
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return annotation
-            annotation = args[0]
-        else:
-            return annotation
-
-
-def _unknown_key_message(loc: Loc, root: type[BaseModel]) -> str:
-    model = _model_at(loc[:-1], root)
-    if model is None:
-        return "unknown key"
-    allowed = sorted(model.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key ({hint}allowed: {', '.join(allowed)})"
-
-
-def _problems_from(exc: ValidationError, doc: _Document, root: type[BaseModel]) -> Iterator[SettingsProblem]:
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = _data_loc(err["loc"], doc.data)
-        message = _unknown_key_message(loc, root) if err["type"] == "extra_forbidden" else _message(err)
-        yield SettingsProblem(_path(loc), doc.line_of(loc), message)
-
-
-def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
-    """The live service's settings from a YAML file (a ``Path``) or YAML text (a ``str``).
-
-    Raises :class:`SettingsError` with every problem. ``environ`` replaces ``os.environ`` for ``${VAR}``
-    expansion (tests).
-    """
-    return _load(source, Settings, environ)
-
-
-def load_eval_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> EvalSettings:
-    """Settings for ``eval``: the same file shape, ``kafka`` optional (Kafka is not used offline)."""
-    return _load(source, EvalSettings, environ)
-
-
-SettingsT = typing.TypeVar("SettingsT", bound=EvalSettings)
-
-
-def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str] | None) -> SettingsT:
-    if isinstance(source, Path):
-        name: str | None = str(source)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SettingsError([SettingsProblem("", None, f"cannot read {source}: {exc.strerror}")], name) from None
-    else:
-        name, text = None, source
-    try:
-        doc = _Document(text, environ)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        detail = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-        raise SettingsError(
-            [SettingsProblem("", mark.line + 1 if mark else None, f"YAML syntax error: {detail}")], name
-        ) from None
-    except yaml.YAMLError as exc:
-        raise SettingsError([SettingsProblem("", None, f"YAML error: {type(exc).__name__}")], name) from None
-    if not isinstance(doc.data, dict):
-        raise SettingsError([SettingsProblem("", 1, "the configuration must be a mapping (key: value)")], name)
-    # Environment and duplicate-key problems are reported together with the validation problems
-    # (a value whose variable is missing is validated unexpanded; its own validation error is dropped).
-    problems = list(doc.problems)
-    try:
-        settings = model.model_validate(doc.data)
-    except ValidationError as exc:
-        known = {p.path for p in problems}
-        problems.extend(p for p in _problems_from(exc, doc, model) if p.path not in known)
-    if problems:
-        raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
-    settings._source.lines.update((_path(loc), line) for loc, line in doc.lines.items())
-    return settings

@@ -1,0 +1,65 @@
+"""The service configuration: one YAML file, validated by pydantic, with ``${ENV}`` expansion for secrets.
+
+>>> settings = load_settings(Path("sidecar.yaml"))           # or load_settings("kafka: {...}") for text
+>>> settings.judges["default"].to_judge_model()
+>>> settings.scorers[0].selection()                           # a sidecar.conventions.Selection
+
+Rules:
+
+- Every model is frozen and forbids unknown keys: a typo'd key is an error naming it (with a suggestion).
+- String scalars may reference the environment: ``${VAR}`` (a missing variable is an error naming it),
+  ``${VAR:-default}`` (default when unset or empty, as in a shell); ``$${`` gives a literal ``${``.
+  Expansion happens after YAML parsing, so a value cannot inject YAML structure.
+- Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
+  They never carry input values, so secrets cannot leak through them.
+- Secrets (judge ``api_key``, ``kafka.security.sasl_password``, ``exporters.otlp.headers`` values) are
+  ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
+
+Layout: ``models`` (the pydantic models and their validators), ``loading`` (YAML with lines, ``${ENV}``,
+pydantic errors mapped to paths, lines and key suggestions), ``errors`` (what both report).
+"""
+
+from sidecar.runtime.settings.errors import SettingsError, SettingsProblem
+from sidecar.runtime.settings.loading import expand_env, load_eval_settings, load_settings
+from sidecar.runtime.settings.models import (
+    CircuitBreakerSettings,
+    EvalSettings,
+    ExportersSettings,
+    JudgeSettings,
+    KafkaScoresExporterSettings,
+    KafkaSecuritySettings,
+    KafkaSettings,
+    OtlpExporterSettings,
+    PhoenixExporterSettings,
+    PrometheusExporterSettings,
+    RuntimeSettings,
+    ScorerSettings,
+    ScorerTargets,
+    Settings,
+    TraceBufferSettings,
+    parse_python_kind,
+)
+
+__all__ = [
+    "CircuitBreakerSettings",
+    "EvalSettings",
+    "ExportersSettings",
+    "JudgeSettings",
+    "KafkaScoresExporterSettings",
+    "KafkaSecuritySettings",
+    "KafkaSettings",
+    "OtlpExporterSettings",
+    "PhoenixExporterSettings",
+    "PrometheusExporterSettings",
+    "RuntimeSettings",
+    "ScorerSettings",
+    "ScorerTargets",
+    "Settings",
+    "SettingsError",
+    "SettingsProblem",
+    "TraceBufferSettings",
+    "expand_env",
+    "load_eval_settings",
+    "load_settings",
+    "parse_python_kind",
+]

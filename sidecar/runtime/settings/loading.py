@@ -1,0 +1,248 @@
+"""Loading: YAML with line numbers, ``${ENV}`` expansion, pydantic errors mapped to paths and lines.
+
+- String scalars may reference the environment: ``${VAR}`` (a missing variable is an error naming it),
+  ``${VAR:-default}`` (default when unset or empty, as in a shell); ``$${`` gives a literal ``${``.
+  Expansion happens after YAML parsing, so a value cannot inject YAML structure.
+- Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
+  They never carry input values, so secrets cannot leak through them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sidecar.runtime.settings.errors import SettingsError, SettingsProblem, _message
+from sidecar.runtime.settings.models import EvalSettings, Settings
+
+__all__ = ["expand_env", "load_eval_settings", "load_settings"]
+
+
+Loc = tuple[str | int, ...]
+_ENV_REF = re.compile(r"\$\$\{|\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?$", re.DOTALL)
+
+
+class _EnvError(Exception):
+    pass
+
+
+def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` → values from the environment; ``$${`` → ``${``."""
+    env = os.environ if environ is None else environ
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        ref = _ENV_NAME.match(match.group(1))
+        if ref is None:
+            raise _EnvError(f"bad variable reference ${{{match.group(1)}}}: use ${{NAME}} or ${{NAME:-default}}")
+        name, default = ref["name"], ref["default"]
+        value = env.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise _EnvError(f"environment variable {name} is not set (use ${{{name}:-default}} for a default)")
+            return default
+        return value
+
+    return _ENV_REF.sub(replace, text)
+
+
+class _Document:
+    """The YAML tree as plain data, with the line of every key and list item."""
+
+    def __init__(self, text: str, environ: Mapping[str, str] | None) -> None:
+        self.lines: dict[Loc, int] = {}
+        self.problems: list[SettingsProblem] = []
+        self._environ = environ
+        self._loader = yaml.SafeLoader(text)
+        try:
+            root = self._loader.get_single_node()
+            self.data: Any = {} if root is None else self._build(root, ())
+        finally:
+            self._loader.dispose()
+
+    def _build(self, node: yaml.Node, loc: Loc) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            self._loader.flatten_mapping(node)  # merge keys (<<: *anchor)
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self._loader.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool) or key is None:
+                    self.problems.append(
+                        SettingsProblem(_path(loc), key_node.start_mark.line + 1, "keys must be plain scalars")
+                    )
+                    continue
+                key = str(key) if not isinstance(key, str) else key
+                line = key_node.start_mark.line + 1
+                if key in result:
+                    self.problems.append(
+                        SettingsProblem(
+                            _path((*loc, key)), line, f"duplicate key (first on line {self.lines[(*loc, key)]})"
+                        )
+                    )
+                    continue
+                self.lines[(*loc, key)] = line
+                result[key] = self._build(value_node, (*loc, key))
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for i, item in enumerate(node.value):
+                self.lines[(*loc, i)] = item.start_mark.line + 1
+                items.append(self._build(item, (*loc, i)))
+            return items
+        value = self._loader.construct_object(node, deep=True)
+        if isinstance(value, str) and "$" in value:
+            try:
+                value = expand_env(value, self._environ)
+            except _EnvError as exc:
+                self.problems.append(SettingsProblem(_path(loc), node.start_mark.line + 1, str(exc)))
+        return value
+
+    def line_of(self, loc: Loc) -> int | None:
+        for end in range(len(loc), 0, -1):
+            line = self.lines.get(loc[:end])
+            if line is not None:
+                return line
+        return None
+
+
+def _path(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _data_loc(loc: Sequence[str | int], data: Any) -> Loc:
+    """The part of a pydantic loc that names places in the data (drops union/validator tags)."""
+    out: list[str | int] = []
+    current = data
+    for i, part in enumerate(loc):
+        in_mapping = isinstance(current, Mapping) and part in current
+        in_list = isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        if in_mapping or in_list:
+            out.append(part)
+            current = current[part]
+        elif isinstance(current, Mapping) and isinstance(part, str) and i == len(loc) - 1:
+            out.append(part)  # a missing key
+        elif isinstance(current, Mapping) and isinstance(part, str) and all(isinstance(p, str) for p in loc[i:]):
+            out.extend(loc[i:])  # a key under a missing/defaulted block
+            break
+        # else: a tag such as 'str' or 'list[str]' in a union, or 'function-after[...]': skip it
+    return tuple(out)
+
+
+def _model_at(loc: Sequence[str | int], root: type[BaseModel]) -> type[BaseModel] | None:
+    """The model class validating the mapping at ``loc`` (for key suggestions)."""
+    annotation: Any = root
+    for part in loc:
+        annotation = _unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        else:
+            origin = typing.get_origin(annotation)
+            args = typing.get_args(annotation)
+            if origin is dict and len(args) == 2:
+                annotation = args[1]
+            elif origin in (list, tuple) and args:
+                annotation = args[0]
+            else:
+                return None
+    annotation = _unwrap(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _unknown_key_message(loc: Loc, root: type[BaseModel]) -> str:
+    model = _model_at(loc[:-1], root)
+    if model is None:
+        return "unknown key"
+    allowed = sorted(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key ({hint}allowed: {', '.join(allowed)})"
+
+
+def _problems_from(exc: ValidationError, doc: _Document, root: type[BaseModel]) -> Iterator[SettingsProblem]:
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = _data_loc(err["loc"], doc.data)
+        message = _unknown_key_message(loc, root) if err["type"] == "extra_forbidden" else _message(err)
+        yield SettingsProblem(_path(loc), doc.line_of(loc), message)
+
+
+def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """The live service's settings from a YAML file (a ``Path``) or YAML text (a ``str``).
+
+    Raises :class:`SettingsError` with every problem. ``environ`` replaces ``os.environ`` for ``${VAR}``
+    expansion (tests).
+    """
+    return _load(source, Settings, environ)
+
+
+def load_eval_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> EvalSettings:
+    """Settings for ``eval``: the same file shape, ``kafka`` optional (Kafka is not used offline)."""
+    return _load(source, EvalSettings, environ)
+
+
+SettingsT = typing.TypeVar("SettingsT", bound=EvalSettings)
+
+
+def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str] | None) -> SettingsT:
+    if isinstance(source, Path):
+        name: str | None = str(source)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError([SettingsProblem("", None, f"cannot read {source}: {exc.strerror}")], name) from None
+    else:
+        name, text = None, source
+    try:
+        doc = _Document(text, environ)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        detail = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise SettingsError(
+            [SettingsProblem("", mark.line + 1 if mark else None, f"YAML syntax error: {detail}")], name
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SettingsError([SettingsProblem("", None, f"YAML error: {type(exc).__name__}")], name) from None
+    if not isinstance(doc.data, dict):
+        raise SettingsError([SettingsProblem("", 1, "the configuration must be a mapping (key: value)")], name)
+    # Environment and duplicate-key problems are reported together with the validation problems
+    # (a value whose variable is missing is validated unexpanded; its own validation error is dropped).
+    problems = list(doc.problems)
+    try:
+        settings = model.model_validate(doc.data)
+    except ValidationError as exc:
+        known = {p.path for p in problems}
+        problems.extend(p for p in _problems_from(exc, doc, model) if p.path not in known)
+    if problems:
+        raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
+    settings._source.lines.update((_path(loc), line) for loc, line in doc.lines.items())
+    return settings
