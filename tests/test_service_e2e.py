@@ -24,7 +24,9 @@ from tests.support.sidecar_process import (
     SidecarProcess,
     committed_total,
     free_port,
+    kill_mid_work,
     produce_traces,
+    read_scores,
     read_topic,
     score_values,
     sidecar_config,
@@ -166,21 +168,9 @@ async def test_kill_9_at_random_points_loses_no_score(
         judge={"max_concurrency": 8},
         runtime={"max_in_flight_runs": 16},
     )
-    rng = random.Random(1)
     try:
-        for _ in range(3):
-            sidecar.start()
-            await sidecar.wait_ready()
-            await asyncio.sleep(rng.uniform(0.3, 2.0))
-            sidecar.kill()
-        sidecar.start()
-        await sidecar.wait_ready()
-        records: list[Any] = []
-        deadline = asyncio.get_running_loop().time() + 120
-        while asyncio.get_running_loop().time() < deadline:
-            records = await read_topic(kafka_bootstrap, scores, expect=2 * len(traces), timeout_s=5)
-            if len({json.loads(r.value)["scoreId"] for r in records}) >= 2 * len(traces):
-                break
+        await kill_mid_work(sidecar, random.Random(1))
+        records = await read_scores(kafka_bootstrap, scores, score_ids=2 * len(traces), timeout_s=120)
         await asyncio.sleep(0.5)  # the last checkpoint
         assert sidecar.terminate() == 0
     finally:

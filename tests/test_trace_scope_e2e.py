@@ -20,6 +20,8 @@ from tests.support.sidecar_process import (
     SidecarProcess,
     committed_total,
     free_port,
+    kill_mid_work,
+    read_scores,
     read_topic,
     score_values,
     sidecar_config,
@@ -254,21 +256,9 @@ async def test_kill_9_while_traces_are_buffered_loses_no_trace_and_scores_each_o
     traces = [genai_agent_with_three_tools() for _ in range(60)]
     records = [r for wave in range(0, 60, 15) for r in interleaved(traces[wave : wave + 15])]
     await produce_records(kafka_bootstrap, spans, records)
-    rng = random.Random(3)
     try:
-        for _ in range(3):
-            sidecar.start()
-            await sidecar.wait_ready()
-            await asyncio.sleep(rng.uniform(0.5, 2.0))
-            sidecar.kill()
-        sidecar.start()
-        await sidecar.wait_ready()
-        found: list[Any] = []
-        deadline = asyncio.get_running_loop().time() + 90
-        while asyncio.get_running_loop().time() < deadline:
-            found = await read_topic(kafka_bootstrap, scores, expect=2 * len(traces), timeout_s=5)
-            if len({json.loads(r.value)["scoreId"] for r in found}) >= 2 * len(traces):
-                break
+        await kill_mid_work(sidecar, random.Random(3), pause_s=(0.5, 2.0))
+        found = await read_scores(kafka_bootstrap, scores, score_ids=2 * len(traces), timeout_s=90)
         await asyncio.sleep(1.0)  # the last checkpoint
         metrics = await sidecar.metrics_text()
         assert sidecar.terminate() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -174,6 +175,32 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
             records.extend(batch)  # anything beyond what was expected (duplicates show up here)
     finally:
         await consumer.stop()
+    return records
+
+
+async def kill_mid_work(
+    sidecar: SidecarProcess, rng: random.Random, *, times: int = 3, pause_s: tuple[float, float] = (0.3, 2.0)
+) -> None:
+    """Start ``sidecar`` and SIGKILL it ``times`` times, each a random ``pause_s`` after it is ready, then
+    start it for good and wait until it is ready."""
+    for _ in range(times):
+        sidecar.start()
+        await sidecar.wait_ready()
+        await asyncio.sleep(rng.uniform(*pause_s))
+        sidecar.kill()
+    sidecar.start()
+    await sidecar.wait_ready()
+
+
+async def read_scores(bootstrap: str, topic: str, *, score_ids: int, timeout_s: float) -> list[Any]:
+    """Every record of the score topic, read again until ``score_ids`` distinct score ids are there or the
+    timeout passed (duplicates included: the caller counts them)."""
+    records: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records = await read_topic(bootstrap, topic, expect=score_ids, timeout_s=5)
+        if len({json.loads(r.value)["scoreId"] for r in records}) >= score_ids:
+            break
     return records
 
 
