@@ -95,14 +95,15 @@ def _parser() -> argparse.ArgumentParser:
         help="consume traces from Kafka and score them until SIGTERM",
         description="Run the service: consume OTLP traces from the configured Kafka topics, score the selected "
         "spans, export scores (metrics on /metrics, spans over OTLP, records to Kafka) and commit offsets only "
-        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0.",
+        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0. A broker not reachable at "
+        "start-up is retried for kafka.startup_timeout_s (/readyz says why), then exit 4.",
     )
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
     run.add_argument(
         "--metrics-port",
         type=int,
         metavar="N",
-        help="/metrics, /healthz and /readyz port (overrides exporters.prometheus.port; 0: a free port)",
+        help="/metrics, /healthz and /readyz port (overrides exporters.prometheus.port and enables it; 0: a free port)",
     )
     run.add_argument(
         "--workers",

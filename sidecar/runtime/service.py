@@ -303,6 +303,8 @@ class ScoringService:
         """Start the sinks, the dead-letter producer and the consumer, retrying while the broker cannot be
         reached (up to ``startup_timeout_s``, then :class:`StartupFailure`); None when the stop came first."""
         wait = BrokerWait(self._bootstrap, self._limits.startup_timeout_s)
+        # Before a first failure (a connect that hangs on a host dropping packets), /readyz says so already.
+        self._waiting = f"connecting to the Kafka broker at {self._bootstrap}"
         stopped = asyncio.ensure_future(stop.wait())
         try:
             with quiet_connect_errors() as connect_errors:
