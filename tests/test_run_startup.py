@@ -110,8 +110,9 @@ async def test_no_broker_readyz_says_why_then_one_line_and_exit_4(tmp_path: Path
     assert log.rstrip().endswith(final)  # the last word, nothing after it
 
 
-async def test_sigterm_while_waiting_for_the_broker_exits_0_at_once(tmp_path: Path) -> None:
-    sidecar = SidecarProcess(config_for(f"127.0.0.1:{free_port()}"), tmp_path)
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_sigterm_while_waiting_for_the_broker_exits_0_at_once(tmp_path: Path, workers: str) -> None:
+    sidecar = SidecarProcess(config_for(f"127.0.0.1:{free_port()}"), tmp_path, args=("--workers", workers))
     sidecar.start()
     try:
         await until_reason(sidecar, "waiting for the Kafka broker")
@@ -121,7 +122,10 @@ async def test_sigterm_while_waiting_for_the_broker_exits_0_at_once(tmp_path: Pa
     finally:
         sidecar.kill()
     assert took < 5, sidecar.log_path.read_text()
-    assert lines(sidecar, "stop: done in") and "Traceback" not in sidecar.log_path.read_text()
+    # Each process that waited says it stopped while waiting (one, or each worker of the pod).
+    stopped = lines(sidecar, "while waiting for the Kafka broker; nothing was consumed")
+    assert len(stopped) == int(workers), sidecar.log_path.read_text()
+    assert "Traceback" not in sidecar.log_path.read_text()
 
 
 async def test_workers_say_they_wait_for_the_broker_and_the_pod_exits_4(tmp_path: Path) -> None:
