@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sidecar import __version__
@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
         "the scores as Prometheus metrics, OTel spans and Kafka records. Start with `scoring-sidecar demo` (no "
         "services, no API key).",
         epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached); 2 an invalid "
-        "configuration, dataset or option.",
+        "configuration, dataset or option (run: also a metrics port that cannot be bound); 3 run: the stop "
+        "overran runtime.shutdown_timeout_s; 4 run: the Kafka broker unreachable for kafka.startup_timeout_s.",
     )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -94,9 +95,16 @@ def _parser() -> argparse.ArgumentParser:
         help="consume traces from Kafka and score them until SIGTERM",
         description="Run the service: consume OTLP traces from the configured Kafka topics, score the selected "
         "spans, export scores (metrics on /metrics, spans over OTLP, records to Kafka) and commit offsets only "
-        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0.",
+        "behind the exports. SIGTERM or Ctrl-C drains, flushes, commits and exits 0. A broker not reachable at "
+        "start-up is retried for kafka.startup_timeout_s (/readyz says why), then exit 4.",
     )
     run.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="/metrics, /healthz and /readyz port (overrides exporters.prometheus.port and enables it; 0: a free port)",
+    )
     run.add_argument(
         "--workers",
         type=int,
@@ -131,6 +139,27 @@ def _parser() -> argparse.ArgumentParser:
         help="input/output tokens per judge call for the cost estimate (default 1500/300)",
     )
     return parser
+
+
+def _guarded(command: str, action: Callable[[], int]) -> int:
+    """Run a command: an expected failure ends in its one line and exit status, a traceback means a bug."""
+    from sidecar.runtime.startup import StartupFailure
+
+    try:
+        return action()
+    except StartupFailure as exc:
+        print(f"scoring-sidecar {command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"scoring-sidecar {command}: the error above is a bug in scoring-sidecar {__version__}, not in your "
+            "configuration: please report it to its maintainers with this traceback",
+            file=sys.stderr,
+        )
+        return 1
 
 
 def _invalid(config: str, error: SettingsError) -> int:
@@ -212,8 +241,9 @@ def _worker_position(value: str) -> tuple[int, int]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration, 3: the
-    stop overran ``runtime.shutdown_timeout_s`` (ended by its watchdog, or a worker killed by its supervisor).
+    """Load the settings, then serve until SIGTERM/SIGINT. 0: clean stop, 2: invalid configuration (or a metrics
+    port that cannot be bound), 3: the stop overran ``runtime.shutdown_timeout_s`` (ended by its watchdog, or a
+    worker killed by its supervisor), 4: the broker unreachable for ``kafka.startup_timeout_s``.
 
     With more than one worker this process supervises worker processes (``sidecar.app.supervisor``);
     each worker is this same command with ``--worker INDEX/COUNT``.
@@ -237,6 +267,13 @@ def _run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(
             update={"runtime": settings.runtime.model_copy(update={"workers": args.workers})}
         )
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port <= 65535:
+            print("run: --metrics-port must be between 0 and 65535", file=sys.stderr)
+            return 2
+        exporters = settings.exporters
+        prometheus = exporters.prometheus.model_copy(update={"enabled": True, "port": args.metrics_port})
+        settings = settings.model_copy(update={"exporters": exporters.model_copy(update={"prometheus": prometheus})})
     who = ""
     if args.worker is not None:
         from sidecar.runtime.worker_share import settings_for_worker
@@ -294,11 +331,12 @@ def _demo(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         spend_cap_usd_per_hour=args.spend_cap,
     )
+    from sidecar.runtime.startup import StartupFailure
+
     try:
         return asyncio.run(run_demo(options))
     except BrokerStartError as exc:
-        print(f"demo: the embedded broker did not start: {exc}", file=sys.stderr)
-        return 1
+        raise StartupFailure(f"the embedded broker did not start: {exc}", 1) from exc
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -327,11 +365,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
     if args.command == "demo":
-        return _demo(args)
+        return _guarded("demo", lambda: _demo(args))
     if args.command == "eval":
-        return _eval(args)
+        return _guarded("eval", lambda: _eval(args))
     if args.command == "validate":
-        return _validate(args)
+        return _guarded("validate", lambda: _validate(args))
     if args.command == "kinds":
         from sidecar.scorers.registry import kinds_table
 
@@ -339,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nor `python: package.module:factory` for your own (docs/scorers.md)")
         return 0
     if args.command == "run":
-        return _run(args)
+        return _guarded("run", lambda: _run(args))
     return 2
 
 

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
+from sidecar.app.intake_log import IntakeTally, log_intake
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.service import RuntimeLimits, ScoringService
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
+from sidecar.runtime.startup import listen_failure
 from sidecar.runtime.trace_buffer import TraceBufferLimits
 
 __all__ = ["run_service", "serve"]
@@ -52,7 +54,8 @@ async def run_service(
     configured host and port (a worker process, read by its supervisor). ``observers`` listen to the
     service beside the metrics (the demo's summary). ``watchdog``: told what the service is doing.
     """
-    assembly = assemble(settings, metrics=metrics or SidecarMetrics(), observers=observers, sinks=True)
+    tally = IntakeTally()
+    assembly = assemble(settings, metrics=metrics or SidecarMetrics(), observers=(*observers, tally), sinks=True)
     kafka = settings.kafka
     runtime = settings.runtime
     service = ScoringService(
@@ -71,6 +74,7 @@ async def run_service(
             revoke_timeout_s=runtime.revoke_timeout_s,
             run_timeout_s=runtime.run_timeout_s,
             max_poll_records=kafka.max_poll_records,
+            startup_timeout_s=kafka.startup_timeout_s,
             trace_buffer=TraceBufferLimits(
                 idle_s=runtime.trace_buffer.idle_s,
                 max_wait_s=runtime.trace_buffer.max_wait_s,
@@ -87,14 +91,20 @@ async def run_service(
     _resume_judges_on(signal.SIGUSR1, assembly)
     if watchdog is not None:
         watchdog.phase_source = lambda: service.stop_phase
-    server = await _metrics_server(settings, assembly, service, metrics_socket)
-    tune_gc()
+    server: MetricsServer | None = None
+    intake: asyncio.Task[None] | None = None
     try:
+        server = await _metrics_server(settings, assembly, service, metrics_socket)
+        if runtime.intake_log_interval_s > 0:
+            intake = asyncio.create_task(log_intake(tally, runtime.intake_log_interval_s, stop), name="intake log")
+        tune_gc()
         await service.run(stop)
     finally:
         if watchdog is not None:
             watchdog.phase_source = None
             watchdog.phase = "closing the metrics server and the judge clients"
+        if intake is not None:
+            intake.cancel()
         if server is not None:
             await server.stop()
         await assembly.aclose()
@@ -117,7 +127,11 @@ async def _metrics_server(
     if not prometheus.enabled:
         return None
     server = MetricsServer(registry, host=prometheus.host, port=prometheus.port, readiness=service.readiness)
-    await server.start()
+    try:
+        await server.start()
+    except OSError as exc:
+        raise listen_failure(prometheus.host, prometheus.port, exc) from exc
+    service.metrics_url = f"{server.url}/metrics"
     log.info("metrics on http://%s:%d/metrics", prometheus.host, server.port)
     return server
 

@@ -40,13 +40,13 @@ from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.app.lifecycle import EXIT_STOP_OVERRUN, STOP_GRACE_S
 from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
+from sidecar.runtime.startup import EXIT_INVALID, EXIT_UNREACHABLE, listen_failure
 
 __all__ = ["KILL_MARGIN_S", "RestartPolicy", "Supervisor", "limits_below_worker_count", "supervise"]
 
 log = logging.getLogger(__name__)
 
 _OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-_EXIT_INVALID_CONFIG = 2
 # Past a worker's own deadline (shutdown_timeout_s + STOP_GRACE_S, kept by its watchdog) the supervisor
 # kills it: the pod's stop takes at most shutdown_timeout_s + STOP_GRACE_S + KILL_MARGIN_S (+ reaping).
 KILL_MARGIN_S = 1.0
@@ -105,6 +105,7 @@ class Supervisor:
         self.metrics = WorkerPoolMetrics(self.count)
         self._stopping = False
         self._gave_up = False
+        self._exit_code = 1  # when giving up: a worker's own start-up failure (4) is the pod's
         self._socket_dir = ""
         self._workers: list[_Worker] = []
 
@@ -163,7 +164,10 @@ class Supervisor:
                 readiness=self.readiness,
                 refresh=self.refresh_metrics,
             )
-            await server.start()
+            try:
+                await server.start()
+            except OSError as exc:
+                raise listen_failure(prometheus.host, prometheus.port, exc) from exc
             log.info("supervisor: %d workers' metrics on %s:%d/metrics", self.count, prometheus.host, server.port)
         halt = asyncio.Event()  # SIGTERM or a crash loop: every worker stops
         keepers = [asyncio.create_task(self._keep_running(w, halt)) for w in self._workers]
@@ -192,15 +196,17 @@ class Supervisor:
 
     def _exit_status(self, codes: Sequence[int], took_s: float) -> int:
         """0: every worker stopped within its deadline; 3 (EXIT_STOP_OVERRUN): one overran it (its watchdog
-        ended it, or this process killed it); 1: a crash loop, or a worker that failed while stopping."""
+        ended it, or this process killed it); 4: a worker could not reach the broker within
+        kafka.startup_timeout_s; 1: a crash loop, or a worker that failed while stopping."""
         listed = ",".join(str(c) for c in codes)
         outcomes = list(zip(self._workers, codes, strict=True))
         overran = [w.name for w, c in outcomes if w.killed or c == EXIT_STOP_OVERRUN]
         # -SIGTERM: a worker stopped before it installed its handlers (it had consumed nothing yet).
         failed = [w.name for w, c in outcomes if w.name not in overran and c not in (0, -signal.SIGTERM)]
         if self._gave_up or failed:
-            log.error("supervisor: stopped in %.1f s; workers' exit codes %s: exiting with 1", took_s, listed)
-            return 1
+            code = self._exit_code if self._gave_up else 1
+            log.error("supervisor: stopped in %.1f s; workers' exit codes %s: exiting with %d", took_s, listed, code)
+            return code
         if overran:
             log.error(
                 "supervisor: stopped in %.1f s; worker %s overran its stop deadline (runtime.shutdown_timeout_s "
@@ -240,7 +246,11 @@ class Supervisor:
                 return code
             lived = time.monotonic() - started
             quick_exits = quick_exits + 1 if lived < self.policy.quick_exit_s else 0
-            if code == _EXIT_INVALID_CONFIG or quick_exits >= self.policy.max_quick_exits:
+            # A configuration does not heal by restarting, and a worker that gave up on the broker waited
+            # kafka.startup_timeout_s already: the pod stops, and its orchestrator restarts it.
+            if code in (EXIT_INVALID, EXIT_UNREACHABLE) or quick_exits >= self.policy.max_quick_exits:
+                if code == EXIT_UNREACHABLE:
+                    self._exit_code = EXIT_UNREACHABLE
                 log.error(
                     "supervisor: worker %s exited with %d (%d quick exits in a row): stopping the pod",
                     worker.name,

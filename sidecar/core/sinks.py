@@ -21,7 +21,10 @@ __all__ = ["Sink"]
 class Sink(Protocol):
     name: str
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Connect. Called again after a start-up attempt failed (the broker not reachable yet): a sink that
+        started already must do nothing, one whose start failed tries again."""
+        ...
 
     async def submit(self, run: ScoredRun) -> None:
         """Hand a finished run over. May wait for room; must not raise on export failures."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -47,6 +48,7 @@ from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.offsets import OffsetTracker
+from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring import Scorer
@@ -81,6 +83,9 @@ def closing_reserve(shutdown_timeout_s: float) -> float:
 # delay it adds to a trace's score, against a pass over every buffered trace per tick.
 _TRACE_TICK_S = 0.1
 _DEAD_LETTER_RETRY_S = 5.0
+# The attempt made at kafka.startup_timeout_s gets this long: a refused connection fails in milliseconds,
+# and a broker that answers just then is not given up on.
+_LAST_ATTEMPT_S = 2.0
 # A full, stuck trace buffer logs its warning at most this often (it may evict a trace every tick).
 _EVICTION_WARNING_EVERY_S = 60.0
 
@@ -109,6 +114,8 @@ class RuntimeLimits:
     flush_timeout_s: float = 10.0
     poll_timeout_ms: int = 200
     max_poll_records: int = 500
+    # A broker unreachable at start-up is retried this long (kafka.startup_timeout_s), then StartupFailure.
+    startup_timeout_s: float = 300.0
     # How long intake waits for capacity before pausing its partitions. Pausing drops the consumer's
     # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
     pause_grace_s: float = 0.2
@@ -226,6 +233,10 @@ class ScoringService:
         self._paused = False
         self._checkpoints: Checkpoint[TopicPartition] | None = None  # once the consumer exists
         self.ready = False  # the consumer joined its group and polled
+        self._waiting = ""  # why the start-up waits (the broker), for /readyz
+        self._joined = False
+        # Where this process's /metrics is served, named in the line that says the group was joined.
+        self.metrics_url: str | None = None
         self.stopped = asyncio.Event()
         # What the service is doing, for a watchdog's overrun line (read from another thread).
         self.stop_phase = "not started"
@@ -236,7 +247,7 @@ class ScoringService:
         ``UNHEALTHY_FLUSHES`` flushes failed is down: its broker or receiver is unreachable or refusing), and
         no readiness check reports a problem (a judge holding runs: nothing past them can commit)."""
         if not self.ready:
-            return False, "joining the consumer group"
+            return False, self._waiting or "joining the consumer group"
         down = self._checkpoints.sinks_down() if self._checkpoints is not None else []
         problems = [problem for check in self._readiness_checks if (problem := check())]
         if down:
@@ -253,23 +264,19 @@ class ScoringService:
         reserve = closing_reserve(self._limits.shutdown_timeout_s)
         self._given_up = []
         self.stop_phase = "starting"
-        producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", **self._producer_options)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=self._group_id,
-            **{"auto_offset_reset": "earliest", **self._consumer_options, "enable_auto_commit": False},
-        )
-        self._consumer = consumer
-        self._checkpoints = Checkpoint(self._tracker, self._sinks, consumer, self._observer)
+        producer: AIOKafkaProducer | None = None
+        consumer: AIOKafkaConsumer | None = None
         committer: asyncio.Task[None] | None = None
         ticker: asyncio.Task[None] | None = None
         try:
-            for sink in self._sinks:
-                await sink.start()
-            await producer.start()
+            clients = await self._start_clients(stop)
+            if clients is None:
+                return  # stopped while waiting for the broker: nothing was consumed
+            producer, consumer = clients
+            self._consumer = consumer
+            self._checkpoints = Checkpoint(self._tracker, self._sinks, consumer, self._observer)
             publisher = DeadLetterPublisher(producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding)
             self._publisher = publisher
-            await consumer.start()
             consumer.subscribe(self._topics, listener=_Rebalance(self))
             committer = asyncio.create_task(self._commit_loop(stop), name="checkpoints")
             self.stop_phase = "consuming"
@@ -291,6 +298,84 @@ class ScoringService:
             clock.close()
             self._log_stop(clock)
             self.stopped.set()
+
+    async def _start_clients(self, stop: asyncio.Event) -> tuple[AIOKafkaProducer, AIOKafkaConsumer] | None:
+        """Start the sinks, the dead-letter producer and the consumer, retrying while the broker cannot be
+        reached (up to ``startup_timeout_s``, then :class:`StartupFailure`); None when the stop came first."""
+        wait = BrokerWait(self._bootstrap, self._limits.startup_timeout_s)
+        # Before a first failure (a connect that hangs on a host dropping packets), /readyz says so already.
+        self._waiting = f"connecting to the Kafka broker at {self._bootstrap}"
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            with quiet_connect_errors() as connect_errors:
+                while True:
+                    self.stop_phase = f"starting: connecting to the Kafka broker at {self._bootstrap}"
+                    step = ["starting"]
+                    attempt = asyncio.ensure_future(self._start_attempt(step))
+                    await asyncio.wait(
+                        {attempt, stopped},
+                        timeout=max(wait.left(), _LAST_ATTEMPT_S),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    if not attempt.done():
+                        await _cancel(attempt, timeout_s=5.0)  # its own cleanup stops what it started
+                        if stopped.done():
+                            return None
+                        raise wait.give_up(f"{step[0]} did not finish")
+                    try:
+                        clients = attempt.result()
+                    except KafkaConnectionError as exc:
+                        detail = connect_errors.last or str(exc)
+                        connect_errors.last = None
+                        delay = wait.failed(f"{step[0]}: cannot connect ({detail})")
+                    except KafkaError as exc:  # the broker answered and refused (security settings, versions)
+                        raise StartupFailure(
+                            f"the Kafka broker at {self._bootstrap} refused the sidecar ({step[0]}: "
+                            f"{type(exc).__name__}: {exc}): check kafka.security and kafka.bootstrap_servers",
+                            EXIT_UNREACHABLE,
+                        ) from exc
+                    else:
+                        if wait.attempts:
+                            log.info(
+                                "the Kafka broker at %s answered after %d failed attempts",
+                                self._bootstrap,
+                                wait.attempts,
+                            )
+                        return clients
+                    self._waiting = wait.reason
+                    await asyncio.wait({stopped}, timeout=delay)
+                    if stopped.done():
+                        return None
+        finally:
+            stopped.cancel()
+            self._waiting = ""
+
+    async def _start_attempt(self, step: list[str]) -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:
+        """One start of every client that needs the broker; a failure stops the clients it made, so a retry
+        starts afresh. Sinks that started stay started: a sink's ``start`` is a no-op once it succeeded."""
+        producer: AIOKafkaProducer | None = None
+        consumer: AIOKafkaConsumer | None = None
+        try:
+            for sink in self._sinks:
+                step[0] = f"starting exporter {sink.name}"
+                await sink.start()
+            step[0] = "starting the dead-letter producer"
+            producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, acks="all", **self._producer_options)
+            await producer.start()
+            step[0] = "starting the consumer"
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                group_id=self._group_id,
+                **{"auto_offset_reset": "earliest", **self._consumer_options, "enable_auto_commit": False},
+            )
+            await consumer.start()
+        except BaseException:
+            for client in (consumer, producer):
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(client.stop(), 5.0)
+            raise
+        return producer, consumer
 
     async def _consume(self, consumer: AIOKafkaConsumer, publisher: DeadLetterPublisher, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -758,13 +843,17 @@ class ScoringService:
         if not committed:
             self._given_up.append("the final commit was not made (an exporter did not confirm, or the commit failed)")
 
-    async def _close(self, consumer: AIOKafkaConsumer, producer: AIOKafkaProducer, clock: _StopClock) -> None:
+    async def _close(
+        self, consumer: AIOKafkaConsumer | None, producer: AIOKafkaProducer | None, clock: _StopClock
+    ) -> None:
         """Leave the group, stop the dead-letter producer and close the sinks, side by side, within what is
-        left of the budget; what is still running then is cancelled (and named in the stop's summary)."""
-        steps: dict[asyncio.Future[None], str] = {
-            asyncio.ensure_future(consumer.stop()): "leaving the consumer group",
-            asyncio.ensure_future(producer.stop()): "stopping the dead-letter producer",
-        }
+        left of the budget; what is still running then is cancelled (and named in the stop's summary).
+        ``None``: that client never started (the broker was not reached)."""
+        steps: dict[asyncio.Future[None], str] = {}
+        if consumer is not None:
+            steps[asyncio.ensure_future(consumer.stop())] = "leaving the consumer group"
+        if producer is not None:
+            steps[asyncio.ensure_future(producer.stop())] = "stopping the dead-letter producer"
         for sink in self._sinks:
             steps[asyncio.ensure_future(sink.close())] = f"closing exporter {sink.name}"
         self.stop_phase = "closing: " + ", ".join(steps.values())
@@ -785,7 +874,10 @@ class ScoringService:
         if not clock.asked and not self._given_up:
             return  # an error ended the service: it says so itself
         if not self._given_up:
-            log.info("stop: done in %.1f s of %g s: drained, committed, consumer closed", took, budget)
+            if self._consumer is None:
+                log.info("stop: done in %.1f s while waiting for the Kafka broker; nothing was consumed", took)
+            else:
+                log.info("stop: done in %.1f s of %g s: drained, committed, consumer closed", took, budget)
             return
         for item in self._given_up:
             log.warning("stop: %s", item)
@@ -834,11 +926,34 @@ class ScoringService:
 
     def _on_assigned(self, assigned: list[TopicPartition]) -> None:
         self._assigned.update(assigned)
+        self._log_assignment()
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
 
+    def _log_assignment(self) -> None:
+        # The first line says where the process stands (group, topics, partitions, metrics); later ones
+        # follow the rebalances of a group whose members come and go.
+        owned = _partitions(self._assigned)
+        if self._joined:
+            log.info("consumer group %s rebalanced: %s", self._group_id, owned)
+            return
+        self._joined = True
+        metrics = f"; metrics on {self.metrics_url}" if self.metrics_url else ""
+        log.info("joined consumer group %s on topics %s: %s%s", self._group_id, ",".join(self._topics), owned, metrics)
 
-async def _cancel(task: asyncio.Future[None], timeout_s: float = 1.0) -> None:
+
+_LISTED_PARTITIONS = 12  # more are counted, not listed
+
+
+def _partitions(owned: set[TopicPartition]) -> str:
+    names = [f"{tp.topic}-{tp.partition}" for tp in sorted(owned, key=lambda tp: (tp.topic, tp.partition))]
+    if not names:
+        return "0 partitions assigned (more members in the group than partitions: this one idles)"
+    listed = ", ".join(names[:_LISTED_PARTITIONS]) + (", …" if len(names) > _LISTED_PARTITIONS else "")
+    return f"{len(names)} partitions assigned ({listed})"
+
+
+async def _cancel(task: asyncio.Future[Any], timeout_s: float = 1.0) -> None:
     """Cancel ``task`` and wait (bounded) for it to end; its outcome is dropped, the caller's own
     cancellation is not."""
     task.cancel()

@@ -165,6 +165,9 @@ class KafkaSettings(_Frozen):
     max_poll_records: int = Field(default=500, gt=0)
     session_timeout_ms: int = Field(default=45_000, gt=0)
     heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    # A broker not reachable at start-up is retried (1 s doubling to 30 s) for this long, /readyz saying
+    # so, before the process exits with 4: pods commonly start before Kafka does.
+    startup_timeout_s: float = Field(default=300.0, gt=0)
     # producer (dead letters, score records)
     enable_idempotence: bool = False
 
@@ -474,6 +477,9 @@ class RuntimeSettings(_Frozen):
     # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
     # spend caps and the in-flight bounds above are the pod's: workers split them.
     workers: int = Field(default=1, ge=1, le=64)
+    # A one-line INFO summary of intake (records, spans, runs per scorer, skips by reason, dead letters) this
+    # often, when something happened: how a configuration that scores nothing shows why. 0: never.
+    intake_log_interval_s: float = Field(default=60.0, ge=0)
     trace_buffer: TraceBufferSettings = TraceBufferSettings()
 
 
