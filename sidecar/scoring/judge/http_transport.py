@@ -175,7 +175,8 @@ class OpenAICompatibleTransport:
 def _connection_failure(exc: aiohttp.ClientError) -> str:
     """The root cause in a line an operator can act on: ``cannot connect to 127.0.0.1:9: Connection refused``
     (aiohttp's own text says ``Connect call failed ('127.0.0.1', 9)`` and hides the errno's meaning)."""
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    tls = isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError)
+    if isinstance(exc, aiohttp.ClientConnectorError) and not tls and not isinstance(exc.os_error, ssl.SSLError):
         os_error = exc.os_error
         if os_error.errno is not None and os_error.errno > 0:
             cause = os.strerror(os_error.errno)  # ECONNREFUSED: "Connection refused"
@@ -183,4 +184,4 @@ def _connection_failure(exc: aiohttp.ClientError) -> str:
             cause = os_error.strerror or str(os_error) or type(os_error).__name__  # DNS: "Name or service not known"
         via = "the proxy " if isinstance(exc, aiohttp.ClientProxyConnectionError) else ""
         return f"cannot connect to {via}{exc.host}:{exc.port}: {cause}"
-    return str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__  # TLS failures keep aiohttp's text: CERTIFICATE_VERIFY_FAILED and why
