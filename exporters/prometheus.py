@@ -38,6 +38,7 @@ from sidecar.scoring.types import JudgeCall, JudgeCallOutcome
 __all__ = [
     "JUDGE_CALL_DURATION_BUCKETS",
     "JUDGE_CALL_OUTCOMES",
+    "JUDGE_PAUSE_REASONS",
     "JUDGE_STATES",
     "PREFIX",
     "RUN_OUTCOMES",
@@ -61,12 +62,15 @@ PREFIX: Final = "scoring_sidecar"
 ScorerOutcome = Literal["scored", "failed", "not_scorable", "filtered", "sampled_out", "shed", "too_large"]
 ShedReason = Literal["spend_cap", "circuit_open", "paused"]
 JudgeState = Literal["closed", "open", "half_open", "paused"]
+# Why a judge is paused (the judge gate's PauseReason): 401, 402 or insufficient_quota, 403, 404.
+JudgePauseReason = Literal["authentication", "payment_required", "permission_denied", "not_found"]
 TokenType = Literal["input", "output", "reasoning", "cached_input", "cache_creation"]
 
 RUN_OUTCOMES: Final[tuple[str, ...]] = get_args(ScorerOutcome)
 SKIP_OUTCOMES: Final[tuple[str, ...]] = get_args(SkipOutcome)
 SHED_REASONS: Final[tuple[str, ...]] = get_args(ShedReason)
 JUDGE_STATES: Final[tuple[str, ...]] = get_args(JudgeState)
+JUDGE_PAUSE_REASONS: Final[tuple[str, ...]] = get_args(JudgePauseReason)
 JUDGE_CALL_OUTCOMES: Final[tuple[str, ...]] = get_args(JudgeCallOutcome)
 TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans skipped at ingest, by SkipCounts field (not scorer outcomes: internal and no_content never reach scorers).
@@ -280,6 +284,14 @@ class SidecarMetrics(ServiceObserver):
             f"{p}_judge_state",
             "1 for the judge gate's current state (closed, open, half_open, paused), 0 for the others.",
             ["judge_model", "state"],
+            registry=r,
+        )
+        self.judge_pause_reason = Gauge(
+            f"{p}_judge_pause_reason",
+            "1 for the reason this judge is paused (authentication, payment_required, permission_denied, "
+            "not_found: HTTP 401, 402 or insufficient_quota, 403, 404), also while its re-check call runs; "
+            "0 for the others and whenever it is not paused.",
+            ["judge_model", "reason"],
             registry=r,
         )
         self.judge_held_runs = Gauge(
@@ -534,6 +546,12 @@ class SidecarMetrics(ServiceObserver):
         for each in JUDGE_STATES:
             self._child(self.judge_state, label, each).set(1 if each == state else 0)
         self._child(self.judge_paused, label).set(0 if state == "closed" else 1)
+
+    def track_judge_pause(self, judge_model: JudgeModel | str, reason: Callable[[], str | None]) -> None:
+        """The reason of the judge's current pause (``None``: not paused), read from its gate at scrape time."""
+        label = self.register_judge(judge_model)
+        for each in JUDGE_PAUSE_REASONS:
+            self._child(self.judge_pause_reason, label, each).set_function(lambda each=each: float(reason() == each))
 
     def track_judge_holds(
         self, judge_model: JudgeModel | str, held: Callable[[], int], oldest_s: Callable[[], float]

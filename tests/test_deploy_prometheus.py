@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -226,4 +227,114 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     finally:
         prometheus.stop()
         sidecar.kill()
+    assert time.monotonic() - started < 60
+
+
+def rules_with_short_for(workdir: Path, for_s: int) -> list[Path]:
+    """A copy of the project's rule files with every alert's ``for:`` cut to ``for_s`` seconds, so a test sees an
+    alert go pending then firing in seconds. The expressions, labels and annotations are the project's own."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for path in RULE_FILES:
+        rules = yaml.safe_load(path.read_text())
+        for group in rules["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule and "for" in rule:
+                    rule["for"] = f"{for_s}s"
+        copy = workdir / path.name
+        copy.write_text(yaml.safe_dump(rules, sort_keys=False))
+        copies.append(copy)
+    return copies
+
+
+def dead_port() -> int:
+    """A loopback port nobody listens on: bound, then closed (connections to it are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_an_unreachable_judge_fires_judge_paused_in_a_real_prometheus(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+) -> None:
+    started = time.monotonic()
+    port = dead_port()
+    judge_model = "openai/gpt-4o-mini"
+    spans = await new_topic("spans", partitions=2)
+    scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
+    await produce_traces(kafka_bootstrap, spans, list(TrafficGenerator(seed=31).traces(8)))
+    metrics_port = free_port()
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=unique_name("group"),
+            judge_url=f"http://127.0.0.1:{port}/v1",
+            metrics_port=metrics_port,
+            judge={"timeout_s": 2, "circuit_breaker": {"failure_threshold": 5, "reset_after_s": 1}},
+            scorers=[{"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}],
+        ),
+        tmp_path / "sidecar",
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    sidecar.workdir.mkdir()
+    # The project's rules, with every `for:` cut to 3 s (the real JudgePaused waits 5 min): pending, then firing.
+    rules = rules_with_short_for(tmp_path / "rules", 3)
+    prometheus = PrometheusServer(tmp_path / "prometheus", targets=[f"127.0.0.1:{metrics_port}"], rule_files=rules)
+    sidecar.start()
+    prometheus.start()
+    try:
+        await prometheus.wait_ready()
+
+        # /api/v1/alerts, polled: the judge alert must be seen pending, then firing.
+        seen: list[str] = []
+        alert: dict[str, Any] = {}
+        deadline = time.monotonic() + 60
+        while "firing" not in seen:
+            assert time.monotonic() < deadline, f"ScoringSidecarJudgePaused never fired (seen: {seen})"
+            assert sidecar.process is not None and sidecar.process.poll() is None, sidecar.log_path.read_text()
+            alerts = (await prometheus.api("alerts"))["data"]["alerts"]
+            for each in alerts:
+                if each["labels"]["alertname"] == "ScoringSidecarJudgePaused":
+                    alert = each
+                    if not seen or seen[-1] != each["state"]:
+                        seen.append(each["state"])
+            await asyncio.sleep(0.2)
+        assert seen == ["pending", "firing"], seen
+        assert alert["labels"]["judge_model"] == judge_model and alert["labels"]["severity"] == "page"
+        assert alert["annotations"]["summary"] == f"Judge {judge_model} is not answering: its scorers' runs are held"
+        assert alert["annotations"]["runbook_url"].endswith("#runbook-scoringsidecarjudgepaused")
+
+        # The state behind it, as Prometheus scraped it: held by the circuit breaker, not paused for a reason.
+        async def value(expr: str) -> list[float]:
+            return finite_samples(await prometheus.query(expr))
+
+        assert await value(f'scoring_sidecar_judge_paused{{judge_model="{judge_model}"}}') == [1.0]
+        assert await value('scoring_sidecar_judge_state{state=~"open|half_open"} == 1') == [1.0]
+        assert await value("sum(scoring_sidecar_judge_pause_reason)") == [0.0]
+        assert (await value("sum(scoring_sidecar_judge_held_runs)"))[0] > 0
+        # Every refused connection is a failed call: connection_error is all there is.
+        refused = (await value('sum(scoring_sidecar_judge_calls_total{outcome="connection_error"})'))[0]
+        assert refused >= 5
+        assert await value("sum(scoring_sidecar_judge_calls_total)") == [refused]
+        # JudgeErrorRate's ratio counts them: 100 % of the calls fail. (Whether that alert also fires depends on
+        # its >= 20 calls in 5 min guard, i.e. on reset_after_s; Alertmanager inhibits it under JudgePaused.)
+        ratio = "judge_model:scoring_sidecar_judge_call_errors:rate5m / judge_model:scoring_sidecar_judge_calls:rate5m"
+        assert await value(ratio) == [1.0]
+        assert sidecar.terminate() == 0  # held runs are left uncommitted, the stop is clean
+    finally:
+        prometheus.stop()
+        sidecar.kill()
+    # The root cause, logged once when the circuit opened (then the first failed probe, and every tenth); no key.
+    log = sidecar.log_path.read_text()
+    cause = f"cannot connect to 127.0.0.1:{port}: Connection refused"
+    opened = [line for line in log.splitlines() if "circuit open after 5 consecutive failed calls" in line]
+    assert len(opened) == 1 and cause in opened[0], opened
+    assert [line for line in log.splitlines() if "probe call 1 failed" in line and cause in line]
+    assert "SECRET" not in log
     assert time.monotonic() - started < 60

@@ -24,6 +24,7 @@ from exporters.http_server import MetricsServer
 from exporters.prometheus import (
     JUDGE_CALL_DURATION_BUCKETS,
     JUDGE_CALL_OUTCOMES,
+    JUDGE_PAUSE_REASONS,
     SCORE_BUCKETS,
     SidecarMetrics,
     judge_model_label,
@@ -34,6 +35,7 @@ from sidecar.core.deadletters import DeadLetterReason
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.demo import DemoSummary
+from sidecar.runtime.judge_gate import GateConfig, JudgeGate
 from sidecar.scoring import (
     AgentRunInput,
     JudgeExecutionFailure,
@@ -44,7 +46,7 @@ from sidecar.scoring import (
     not_scorable,
 )
 from sidecar.scoring.judge.client import JudgeClient
-from sidecar.scoring.types import JudgeExecution
+from sidecar.scoring.types import JudgeCall, JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import judge_client
 from tests.support.runs import scored_run_of
@@ -466,6 +468,55 @@ async def test_runtime_metrics_and_dead_letters() -> None:
     assert (
         metrics.registry.get_sample_value("scoring_sidecar_judge_state", {"judge_model": MODEL, "state": "closed"}) == 1
     )
+
+
+async def test_judge_pause_reason_follows_the_gate_through_a_pause_a_recheck_and_resume() -> None:
+    metrics = SidecarMetrics()
+    gate = JudgeGate(
+        MODEL, GateConfig(pause_recheck_s=None, failure_threshold=1), on_state_change=metrics.judge_state_changed
+    )
+    metrics.register_judge(MODEL)
+    metrics.track_judge_pause(MODEL, lambda: gate.pause_reason)
+
+    def reasons() -> dict[str, float]:
+        return {
+            reason: metrics.registry.get_sample_value(
+                "scoring_sidecar_judge_pause_reason", {"judge_model": MODEL, "reason": reason}
+            )
+            or 0.0
+            for reason in JUDGE_PAUSE_REASONS
+        }
+
+    def state() -> str:
+        return next(
+            s
+            for s in ("closed", "open", "half_open", "paused")
+            if metrics.registry.get_sample_value("scoring_sidecar_judge_state", {"judge_model": MODEL, "state": s})
+        )
+
+    assert set(reasons().values()) == {0.0} and state() == "closed"
+    # The provider answers 402: paused for payment, and the metric says so.
+    gate.release(
+        JudgeCall(outcome="error", duration_s=0.1, status_code=402, error_name="PaymentRequiredError"),
+        await gate.acquire(),
+    )
+    assert state() == "paused" and reasons() == {**dict.fromkeys(JUDGE_PAUSE_REASONS, 0.0), "payment_required": 1.0}
+    assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 1
+    gate.resume()
+    assert state() == "closed" and set(reasons().values()) == {0.0}
+    # An outage opens the circuit: held, but not paused, so no reason.
+    gate.release(
+        JudgeCall(outcome="connection_error", duration_s=0.1, error_name="APIConnectionError"), await gate.acquire()
+    )
+    assert state() == "open" and set(reasons().values()) == {0.0}
+    assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 1
+    # A 401 answer (a probe's, say) pauses it with that reason.
+    gate.resume()
+    gate.release(
+        JudgeCall(outcome="error", duration_s=0.1, status_code=401, error_name="AuthenticationError"),
+        await gate.acquire(),
+    )
+    assert state() == "paused" and reasons()["authentication"] == 1.0 and sum(reasons().values()) == 1.0
 
 
 def test_bounded_label_values_are_checked() -> None:

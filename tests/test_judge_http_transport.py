@@ -324,9 +324,18 @@ async def test_connection_refused(transports: Make) -> None:
     port = server.sockets[0].getsockname()[1]
     server.close()
     await server.wait_closed()
-    with pytest.raises(APIConnectionError, match="Cannot connect") as caught:
+    with pytest.raises(APIConnectionError) as caught:
         await transports(f"http://127.0.0.1:{port}/v1").complete(REQUEST)
     assert caught.value.retryable
+    # The root cause as an operator reads it: the address and the errno's meaning.
+    assert f"cannot connect to 127.0.0.1:{port}: Connection refused" in caught.value.message
+
+
+async def test_an_unknown_host_names_the_dns_failure(transports: Make) -> None:
+    with pytest.raises(APIConnectionError) as caught:
+        await transports("http://judge.invalid:8000/v1").complete(REQUEST)
+    assert caught.value.retryable
+    assert caught.value.message.startswith("connection to the judge failed: cannot connect to judge.invalid:8000: ")
 
 
 async def test_slow_server_times_out_within_timeout_s(raw_servers: StartServer, transports: Make) -> None:

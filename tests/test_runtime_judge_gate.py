@@ -206,13 +206,13 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "code", "error_name"),
+    ("status", "code", "error_name", "reason"),
     [
-        (401, None, "AuthenticationError"),
-        (402, None, "PaymentRequiredError"),
-        (403, None, "PermissionDeniedError"),
-        (404, "model_not_found", "NotFoundError"),
-        (429, "insufficient_quota", "PaymentRequiredError"),
+        (401, None, "AuthenticationError", "authentication"),
+        (402, None, "PaymentRequiredError", "payment_required"),
+        (403, None, "PermissionDeniedError", "permission_denied"),
+        (404, "model_not_found", "NotFoundError", "not_found"),
+        (429, "insufficient_quota", "PaymentRequiredError", "payment_required"),
     ],
 )
 async def test_fatal_error_pauses_the_judge_and_holds_runs_until_resume(
@@ -222,9 +222,11 @@ async def test_fatal_error_pauses_the_judge_and_holds_runs_until_resume(
     status: int,
     code: str | None,
     error_name: str,
+    reason: str,
 ) -> None:
     events = Events()
     model, gate = gated(judge_server, request, GateConfig(pause_recheck_s=None), **events.kwargs())
+    assert gate.pause_reason is None
     judge_server.script(Reply.error(status, "nope", code=code))
     with caplog.at_level(logging.INFO, logger="sidecar.runtime.judge_gate"):
         # The run whose call met the error, and two later ones, wait; no further request reaches the provider.
@@ -233,21 +235,22 @@ async def test_fatal_error_pauses_the_judge_and_holds_runs_until_resume(
         runs += [asyncio.ensure_future(run(model)) for _ in range(2)]
         await until(lambda: gate.held == 3)
         assert gate.state == "paused" and events.states == [(JUDGE, "paused")]
-        assert gate.hold_reason() == "paused"
+        assert gate.hold_reason() == "paused" and gate.pause_reason == reason
         await asyncio.sleep(0.1)
         assert len(judge_server.requests) == 1 and not any(r.done() for r in runs)
         gate.resume()
         results = await asyncio.gather(*runs)
     assert [r.score for r in results] == [1.0] * 3
-    assert gate.state == "closed" and events.states[-1] == (JUDGE, "closed")
+    assert gate.state == "closed" and events.states[-1] == (JUDGE, "closed") and gate.pause_reason is None
     assert len(judge_server.requests) == 4 and gate.held == 0 and events.shed == []
     assert len(events.holds) == 3 and all(seconds >= 0.1 for seconds in events.holds)
     first = results[0].judge.generate_score.executions[0]  # type: ignore[union-attr]
     assert [c.outcome for c in first.calls] == ["error", "ok"] and first.attempt_count == 1
-    pauses = [r for r in caplog.records if " paused: " in r.getMessage()]
+    pauses = [r for r in caplog.records if f" paused ({reason}): " in r.getMessage()]
     assert len(pauses) == 1 and pauses[0].levelno == logging.ERROR
     assert error_name in pauses[0].getMessage() and JUDGE in pauses[0].getMessage()
-    assert "SIGUSR1" in pauses[0].getMessage()
+    # It says how to resume without Python: the signal, and how to send it in a container.
+    assert "SIGUSR1" in pauses[0].getMessage() and "kill -USR1 1" in pauses[0].getMessage()
     assert "SECRET" not in caplog.text
 
 
@@ -264,6 +267,56 @@ async def test_paused_judge_rechecks_with_one_probe(judge_server: JudgeServer, r
     assert gate.state == "closed"
     assert [s for _, s in events.states] == ["paused", "half_open", "paused", "half_open", "closed"]
     assert len(judge_server.requests) == 3
+
+
+async def test_an_unreachable_judge_counts_every_refused_call_and_logs_its_cause_once_per_change(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A port bound then closed: every connection is refused, as for a judge whose server is gone.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    model = JudgeModel(
+        model=JUDGE,
+        api_base=f"http://127.0.0.1:{port}/v1",
+        api_key=SecretStr(f"sk-gate-{request.node.name}-SECRET"),
+        transport="http",
+        timeout_s=2.0,
+        max_retries=0,
+        backoff_base_s=0.01,
+        backoff_max_s=0.02,
+    )
+    events = Events()
+    gate = JudgeGate(model, GateConfig(failure_threshold=3, reset_after_s=0.02), **events.kwargs())
+    outcomes: list[str] = []
+
+    class Calls:
+        def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+            outcomes.append(call.outcome)
+
+    CLIENTS[model.cache_key()] = judge_client(model, gate=gate, observers=[Calls()])
+    with caplog.at_level(logging.INFO, logger="sidecar.runtime.judge_gate"):
+        held = asyncio.ensure_future(run(model))
+        # Three refused calls open the circuit; then one probe every reset_after_s, each refused too.
+        await until(lambda: outcomes.count("connection_error") >= 3 + 12, timeout_s=20)
+        assert gate.state in ("open", "half_open") and gate.held == 1 and not held.done()
+        held.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+    # Every refused connection is a call with outcome connection_error (the metric counts them all).
+    assert set(outcomes) == {"connection_error"}
+    assert [s for _, s in events.states][:3] == ["open", "half_open", "open"]
+    assert gate.pause_reason is None  # an outage is not a pause
+    cause = f"cannot connect to 127.0.0.1:{port}: Connection refused"
+    lines = [r.getMessage() for r in caplog.records]
+    opened = [line for line in lines if "circuit open after 3 consecutive failed calls" in line]
+    assert len(opened) == 1 and cause in opened[0]
+    # Failed probes: the first, then every tenth, each with the cause; never the key.
+    probes = [line for line in lines if "probe call" in line and "failed" in line]
+    assert [line.split("probe call ")[1].split()[0] for line in probes] == ["1", "11"]
+    assert all(cause in line for line in probes)
+    assert "SECRET" not in caplog.text
 
 
 async def test_circuit_opens_holds_and_closes_on_a_probe(

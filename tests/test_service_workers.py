@@ -7,6 +7,7 @@ workers are processes of their own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -19,7 +20,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
-from sidecar.testing.judge_server import JudgeServer
+from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.sidecar_process import SidecarProcess, committed_total, produce_traces, read_topic, score_values
 from tests.test_service_e2e import backlog, sample, sidecar_for
 
@@ -167,3 +168,67 @@ async def test_workers_stop_when_their_supervisor_is_killed(
                 os.kill(pid, signal.SIGKILL)
     # They stopped the clean way (drain, commit), not killed: everything scored was committed.
     assert await committed_total(kafka_bootstrap, group, spans, PARTITIONS) == len(traces)
+
+
+async def test_sigusr1_to_the_supervisor_resumes_every_workers_paused_judge(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    # The judge refuses the key (401) until the operator fixes it; then it answers.
+    fixed = False
+
+    def judge(body: dict[str, Any]) -> Reply:
+        return heuristic_reply(body) if fixed else Reply.error(401, "Incorrect API key provided")
+
+    judge_server.reset(judge)
+    (spans, scores, dead), traces = await backlog(kafka_bootstrap, new_topic, 24, seed=25, partitions=PARTITIONS)
+    group = unique_name("group")
+    sidecar = sidecar_for(
+        tmp_path, (spans, scores, dead), judge_server, bootstrap=kafka_bootstrap, group=group, runtime={"workers": 2}
+    )
+    sidecar.start()
+    try:
+        # Both workers meet the 401 and pause their judge (they are not ready meanwhile: runs are held).
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                text = await sidecar.metrics_text()
+                paused = by_worker(text, "scoring_sidecar_judge_state", {"state": "paused"})
+                if paused == {"0": 1.0, "1": 1.0}:
+                    break
+            assert time.monotonic() < deadline, "both workers' judges never paused"
+            await asyncio.sleep(0.5)
+        pids = worker_pids(sidecar)
+        reasons = by_worker(text, "scoring_sidecar_judge_pause_reason", {"reason": "authentication"})
+        assert reasons == {"0": 1.0, "1": 1.0}
+        assert sum(by_worker(text, "scoring_sidecar_judge_pause_reason", {}).values()) == 2  # that reason only
+        # Held: no call reaches the judge while paused (the re-check is 300 s away).
+        calls = len(judge_server.requests)
+        await asyncio.sleep(2.0)
+        assert len(judge_server.requests) == calls
+        assert await committed_total(kafka_bootstrap, group, spans, PARTITIONS) < len(traces)
+
+        # The operator fixes the key and signals the supervisor only (kill -USR1 <pid>).
+        fixed = True
+        assert sidecar.process is not None
+        os.kill(sidecar.process.pid, signal.SIGUSR1)
+        assert len(await scored_ids(kafka_bootstrap, scores, 2 * len(traces))) == 2 * len(traces)
+        text = await sidecar.metrics_text()
+        assert by_worker(text, "scoring_sidecar_judge_state", {"state": "closed"}) == {"0": 1.0, "1": 1.0}
+        assert sum(by_worker(text, "scoring_sidecar_judge_pause_reason", {}).values()) == 0
+        # Neither the supervisor nor a worker was ended by the signal.
+        assert sidecar.process.poll() is None and worker_pids(sidecar) == pids
+        await asyncio.sleep(1.0)  # a checkpoint in each worker
+        assert sidecar.terminate(60) == 0
+    finally:
+        sidecar.kill()
+    assert await committed_total(kafka_bootstrap, group, spans, PARTITIONS) == len(traces)
+    log = sidecar.log_path.read_text()
+    pauses = [line for line in log.splitlines() if "paused (authentication)" in line]
+    assert len(pauses) == 2 and all("kill -USR1" in line for line in pauses)  # once per worker, saying how
+    assert "supervisor: SIGUSR1: resuming the judges of workers 0,1" in log
+    assert log.count("resumed by an operator (was paused)") == 2
+    assert "Incorrect API key" in log and "SECRET" not in log

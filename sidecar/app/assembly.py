@@ -16,7 +16,7 @@ drift apart:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from exporters.kafka_scores import KafkaScoreSink
@@ -87,6 +87,10 @@ class Assembly:
             await judge.client.aclose()
 
 
+def _pause_reason_of(gate: JudgeGate) -> Callable[[], str | None]:
+    return lambda: gate.pause_reason
+
+
 def gate_config(judge: JudgeSettings, *, max_hold_s: float | None = None) -> GateConfig:
     return GateConfig(
         max_concurrency=judge.max_concurrency,
@@ -154,6 +158,7 @@ def assemble(
         for judge in judges.values():
             metrics.register_judge(judge.model)
             metrics.track_judge_holds(judge.label, judge.gate.held_runs, judge.gate.oldest_hold_s)
+            metrics.track_judge_pause(judge.label, _pause_reason_of(judge.gate))
         for configured, scorer_settings in zip(scorers, settings.scorers, strict=True):
             kind = kind_for(scorer_settings)
             metrics.register_scorer(

@@ -190,6 +190,9 @@ def serve(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         stop = stop_on_signals(signals)
+        # Until the judges exist (run_service installs the resume handler), SIGUSR1 must not end the process.
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         watchdog.on_parent_gone = lambda: loop.call_soon_threadsafe(stop.set)
         if supervisor_pid is not None:
             _stop_when_parent_exits(loop, watchdog)

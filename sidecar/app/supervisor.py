@@ -14,7 +14,8 @@ SIGTERM stops every worker the usual way (drain, flush, commit, leave the group)
 killed with SIGKILL, and the supervisor then exits with ``EXIT_STOP_OVERRUN`` (3). Workers watch their
 stdin pipe and their parent pid (``sidecar.app.lifecycle``), so a supervisor killed with SIGKILL takes
 no orphan consumer with it: each stops within its own deadline. docs/worker-lifecycle.md has the whole
-picture.
+picture. SIGUSR1 (resume the judges: an operator fixed a paused judge's key, quota or model) is passed on
+to every worker, each of which has a judge gate of its own.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class _Worker:
         self.killed = False  # by the supervisor, past the stop deadline
         self.session: aiohttp.ClientSession | None = None
         self.ready: tuple[bool, str] = (False, "starting")
+        # It has answered /readyz: its signal handlers are installed (SIGUSR1 before that would end it).
+        self.answered = False
 
     @property
     def running(self) -> bool:
@@ -134,6 +137,18 @@ class Supervisor:
         if invalid:
             log.warning("workers %s served metrics that are not valid OpenMetrics", ",".join(invalid))
         self.metrics.merged.update(families)
+
+    def resume_judges(self) -> list[str]:
+        """Pass SIGUSR1 on to every running worker that has installed its handlers (a worker still starting
+        has a fresh, closed gate: there is nothing to resume); the names of the workers signalled."""
+        signalled = []
+        for worker in self._workers:
+            if worker.running and worker.answered and worker.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(signal.SIGUSR1)
+                    signalled.append(worker.name)
+        log.info("supervisor: SIGUSR1: resuming the judges of workers %s", ",".join(signalled) or "(none running)")
+        return signalled
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def worker_command(self, worker: _Worker) -> list[str]:
@@ -225,6 +240,7 @@ class Supervisor:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(worker.socket_path)
         worker.ready = (False, "starting")
+        worker.answered = False
         # stdin: a pipe never written to; the worker stops when it reads end of file (this process is gone).
         command = self.worker_command(worker)
         worker.process = await asyncio.create_subprocess_exec(*command, stdin=asyncio.subprocess.PIPE)
@@ -286,6 +302,7 @@ class Supervisor:
                     worker.ready = (False, f"no answer ({type(exc).__name__})")
                     continue
                 worker.ready = (status == 200, "" if status == 200 else _reason(body))
+                worker.answered = True
             await asyncio.sleep(every_s)
 
     async def _stop_workers(self, keepers: Sequence[asyncio.Task[int]]) -> list[int]:
@@ -359,6 +376,9 @@ def supervise(
         log.info("scoring-sidecar supervisor starting %d workers", settings.runtime.workers)
         for problem in limits_below_worker_count(settings):
             log.warning("%s", problem)
-        return await Supervisor(settings, config_path).run(stop)
+        supervisor = Supervisor(settings, config_path)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, supervisor.resume_judges)
+        return await supervisor.run(stop)
 
     return asyncio.run(main())

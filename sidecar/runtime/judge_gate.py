@@ -67,21 +67,39 @@ from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall, JudgeUsage
 
 __all__ = [
+    "PAUSE_REASONS",
     "GateConfig",
     "GateState",
     "JudgeGate",
+    "PauseReason",
     "SpendCapPolicy",
 ]
 
 logger = logging.getLogger(__name__)
 
 GateState = Literal["closed", "open", "half_open", "paused"]
+# Why a judge is paused: the provider's fatal answer (401, 402 or insufficient_quota, 403, 404).
+PauseReason = Literal["authentication", "payment_required", "permission_denied", "not_found"]
+PAUSE_REASONS: tuple[PauseReason, ...] = ("authentication", "payment_required", "permission_denied", "not_found")
 SpendCapPolicy = Literal["shed", "hold"]
 _HoldReason = Literal["circuit_open", "paused", "spend_cap"]
 
-FATAL_STATUS_CODES: frozenset[int] = frozenset({401, 402, 403, 404})
-FATAL_ERROR_NAMES: frozenset[str] = frozenset(
-    cls.__name__ for cls in (AuthenticationError, PaymentRequiredError, PermissionDeniedError, NotFoundError)
+_PAUSE_REASON_BY_ERROR: dict[str, PauseReason] = {
+    AuthenticationError.__name__: "authentication",
+    PaymentRequiredError.__name__: "payment_required",
+    PermissionDeniedError.__name__: "permission_denied",
+    NotFoundError.__name__: "not_found",
+}
+_PAUSE_REASON_BY_STATUS: dict[int, PauseReason] = {
+    401: "authentication",
+    402: "payment_required",
+    403: "permission_denied",
+    404: "not_found",
+}
+# How an operator resumes a paused judge at once, without Python (the pause's log line says it).
+RESUME_HINT = (
+    "send SIGUSR1 to the sidecar's main process to resume at once (kill -USR1 <pid>; in a container: "
+    "kubectl exec <pod> -- sh -c 'kill -USR1 1'; with runtime.workers > 1 the supervisor passes it on)"
 )
 # Failures that say the judge is unhealthy (not the request, not a rate limit).
 _HEALTH_FAILURES: frozenset[str] = frozenset({"timeout", "connection_error"})
@@ -155,6 +173,7 @@ class JudgeGate(CallGate):
         self._before_probe_since = self._state_since
         self._failures = 0
         self._failed_probes = 0  # since the circuit last opened
+        self._pause_reason: PauseReason | None = None  # of the current pause
         self._answers = 0  # calls the judge answered (any HTTP answer with a completion)
         self._spend: deque[tuple[float, float]] = deque()
         self._spent = 0.0
@@ -193,6 +212,13 @@ class JudgeGate(CallGate):
     def oldest_hold_s(self) -> float:
         """How long the longest current hold has lasted (0 without holds)."""
         return self._clock() - min(self._holds.values()) if self._holds else 0.0
+
+    @property
+    def pause_reason(self) -> PauseReason | None:
+        """Why the judge is paused (also while its re-check call is in flight); ``None`` when it is not."""
+        if self._state == "paused" or (self._state == "half_open" and self._before_probe == "paused"):
+            return self._pause_reason
+        return None
 
     def hold_reason(self) -> _HoldReason | None:
         """Why a call arriving now would be held (``None``: it would be let through, maybe after a queue)."""
@@ -442,20 +468,24 @@ class JudgeGate(CallGate):
     def _record_outcome(self, call: JudgeCall, permit: _Permit) -> None:
         # A probe decides only if nothing (a pause, resume()) changed the state while it ran.
         probe = permit.probe and self._state == "half_open"
-        if call.status_code in FATAL_STATUS_CODES or call.error_name in FATAL_ERROR_NAMES:
-            if self._state != "paused":
+        reason = _pause_reason(call)
+        if reason is not None:
+            # A failed re-check (half-open from a pause) is not news: logged only if the reason changed.
+            if self.pause_reason != reason:
                 recheck = self.config.pause_recheck_s
                 logger.error(
-                    "judge %s paused: %s (HTTP %s): %s. Calls are held (nothing is lost; their records stay "
-                    "uncommitted) until the key, quota or model is fixed: %s",
+                    "judge %s paused (%s): %s (HTTP %s): %s. Calls are held (nothing is lost; their records stay "
+                    "uncommitted) until the key, quota or model is fixed. %s",
                     self.name,
+                    reason,
                     call.error_name,
                     call.status_code,
                     call.error_message or "no message",
-                    f"a re-check call goes every {recheck:g}s; send SIGUSR1 to resume at once"
+                    f"A re-check call goes every {recheck:g}s; or {RESUME_HINT}."
                     if recheck is not None
-                    else "send SIGUSR1 to resume",
+                    else f"To resume, {RESUME_HINT}.",
                 )
+            self._pause_reason = reason
             self._set_state("paused", force=True)
             return
         failed = call.outcome in _HEALTH_FAILURES or (
@@ -520,6 +550,13 @@ class JudgeGate(CallGate):
             callback(*args)
         except Exception:
             logger.exception("judge gate callback failed for %s", self.name)
+
+
+def _pause_reason(call: JudgeCall) -> PauseReason | None:
+    """The pause a fatal provider answer calls for; ``None`` for any other outcome."""
+    if call.error_name in _PAUSE_REASON_BY_ERROR:
+        return _PAUSE_REASON_BY_ERROR[call.error_name]
+    return _PAUSE_REASON_BY_STATUS.get(call.status_code) if call.status_code is not None else None
 
 
 def _describe(call: JudgeCall) -> str:

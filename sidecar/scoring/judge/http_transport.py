@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 from typing import Any
 
@@ -125,7 +126,7 @@ class OpenAICompatibleTransport:
             # Before ClientError: aiohttp's socket timeouts are both.
             raise Timeout(f"judge call timed out after {request.timeout_s:g}s", code="408") from exc
         except aiohttp.ClientError as exc:
-            detail = str(exc) or type(exc).__name__
+            detail = _connection_failure(exc)
             raise APIConnectionError(redact(f"connection to the judge failed: {detail}", self._api_key)) from exc
         if status != 200:
             raise self._error(status, payload, headers)
@@ -169,3 +170,18 @@ class OpenAICompatibleTransport:
             await self._session.close()
             # aiohttp closes transports on the next loop turn; give it one so nothing warns later.
             await asyncio.sleep(0)
+
+
+def _connection_failure(exc: aiohttp.ClientError) -> str:
+    """The root cause in a line an operator can act on: ``cannot connect to 127.0.0.1:9: Connection refused``
+    (aiohttp's own text says ``Connect call failed ('127.0.0.1', 9)`` and hides the errno's meaning)."""
+    tls = isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError)
+    if isinstance(exc, aiohttp.ClientConnectorError) and not tls and not isinstance(exc.os_error, ssl.SSLError):
+        os_error = exc.os_error
+        if os_error.errno is not None and os_error.errno > 0:
+            cause = os.strerror(os_error.errno)  # ECONNREFUSED: "Connection refused"
+        else:
+            cause = os_error.strerror or str(os_error) or type(os_error).__name__  # DNS: "Name or service not known"
+        via = "the proxy " if isinstance(exc, aiohttp.ClientProxyConnectionError) else ""
+        return f"cannot connect to {via}{exc.host}:{exc.port}: {cause}"
+    return str(exc) or type(exc).__name__  # TLS failures keep aiohttp's text: CERTIFICATE_VERIFY_FAILED and why
