@@ -12,6 +12,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from sidecar.conventions.selection import sample_score
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.judge import SECRET_KEY
@@ -317,4 +318,51 @@ async def test_a_full_buffer_of_open_traces_scores_the_oldest_instead_of_stallin
     log = sidecar.log_path.read_text()
     assert "trace buffer full (3 traces" in log and "raise max_traces/max_bytes" in log
     assert log.count("trace buffer full") == 1  # once a minute at most
+    assert await committed_total(kafka_bootstrap, group, spans, 1) == len(records)
+
+
+async def test_sampled_out_traces_are_counted_per_scorer_whether_or_not_another_scorer_buffers_them(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    """Sampling is by trace id. A trace sampled in by one trace-scope scorer is buffered and the others count
+    it as sampled out when it is assembled; a trace every trace-scope scorer samples out is never buffered,
+    and is counted as sampled out all the same: scored + sampled out = the agent spans, per scorer."""
+    options = {"expectedTrajectory": list(TOOLS)}
+    rates = {"few": 0.3, "more": 0.6}
+    scorers = [
+        {"id": scorer, "kind": "trajectory", "options": options, "sampling": rate, "targets": TRACE}
+        for scorer, rate in rates.items()
+    ]
+    sidecar, spans, scores, _, group = await sidecar_on(
+        tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server,
+        scorers=scorers, trace_buffer={"idle_s": 0.5, "max_wait_s": 30}, partitions=1,
+    )  # fmt: skip
+    traces = [genai_agent_with_three_tools() for _ in range(60)]
+    kept = {
+        scorer: {t.agent_span_id for t in traces if sample_score(bytes.fromhex(t.trace_id)) < rate}
+        for scorer, rate in rates.items()
+    }
+    assert 0 < len(kept["few"]) < len(kept["more"]) < len(traces)  # both paths are taken
+    records = interleaved(traces)
+    sidecar.start()
+    try:
+        await sidecar.wait_ready()
+        await produce_records(kafka_bootstrap, spans, records)
+        found = await read_topic(kafka_bootstrap, scores, expect=sum(map(len, kept.values())), timeout_s=60)
+        await asyncio.sleep(1.0)  # a checkpoint
+        metrics = await sidecar.metrics_text()
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    values = score_values(found)
+    for scorer in rates:
+        assert set(by_scorer(values, scorer)) == kept[scorer]
+        runs = {"scorer": scorer}
+        assert sample(metrics, "scoring_sidecar_scorer_runs_total", {**runs, "outcome": "scored"}) == len(kept[scorer])
+        sampled_out = sample(metrics, "scoring_sidecar_scorer_runs_total", {**runs, "outcome": "sampled_out"})
+        assert sampled_out == len(traces) - len(kept[scorer]), scorer
     assert await committed_total(kafka_bootstrap, group, spans, 1) == len(records)

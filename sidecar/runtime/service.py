@@ -36,7 +36,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from sidecar.conventions.selection import Selection, classify, sample_score
-from sidecar.conventions.spans import MappingResult, SpanReject
+from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, trace_runs
 from sidecar.core import ScorerRunRequest, Sink, names
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
@@ -564,6 +564,7 @@ class ScoringService:
         joined = late = 0
         for trace_id, spans in traces.items():
             if not self._trace_wanted(trace_id):
+                self._count_unwanted(spans)
                 continue
             if buffer.add(tp, offset, trace_id, spans) == "late":
                 late += len(spans)
@@ -576,6 +577,20 @@ class ScoringService:
                 self._observer.late_spans(configured.scorer.id, late)
         self._observer.trace_buffer(len(buffer), buffer.bytes)
         return joined
+
+    def _count_unwanted(self, spans: list[TraceSpan]) -> None:
+        # A trace that no trace-scope scorer samples in is never buffered, so never assembled: its agent spans
+        # are counted here as span scope counts them (sampled out, or filtered by service before that).
+        for item in spans:
+            kind, internal = classify(item.span.attributes)
+            if kind is None or internal:
+                continue
+            for configured in self._trace_scorers:
+                if kind not in configured.selection.kinds:
+                    continue
+                verdict = admit(item.span, own_span=False, service=item.service, selection=configured.selection).verdict
+                if verdict == "sampled_out" or verdict == "filtered":
+                    self._observer.runs_skipped(configured.scorer.id, "unknown", verdict, 1)
 
     def _trace_wanted(self, trace_id: bytes) -> bool:
         # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all.
