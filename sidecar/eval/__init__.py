@@ -12,7 +12,8 @@ message), a string ``output`` one assistant message: the agent run shape live sc
 JSON values (Mastra's agent shape, message lists) are passed to the scorers as they are. ``context`` reaches
 the scorers as ``request_context["context"]``, merged into the item's own ``request_context`` (which then may
 not have a ``context`` key too); ``ground_truth`` is the run's ground truth (``ctx.run.ground_truth``), what
-the eval-only kinds compare with.
+the eval-only kinds compare with. The whole file is checked before anything is scored: every bad line (JSONL line,
+CSV row; a CSV header once) is reported together, unknown fields with the field they most likely meant.
 
 Configuration: the same YAML as ``scoring-sidecar run``: ``judges`` and ``scorers`` are used; ``kafka`` may be
 left out; ``targets`` and ``sampling`` do not apply (every item is scored by every scorer); ``runtime.
@@ -31,11 +32,12 @@ sha256(item index, item JSON), so the same dataset gives the same ``scoreId``s r
 """
 
 from sidecar.eval.command import evaluate, main, run_eval, stand_in_settings
-from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, ScorerTally, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 
 __all__ = [
+    "DatasetError",
     "EvalError",
     "EvalItem",
     "EvalReport",

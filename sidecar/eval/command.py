@@ -16,7 +16,7 @@ from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import assemble
 from sidecar.core import ScoredRun, ScorerRunRequest
 from sidecar.core.observers import Observers
-from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.runtime.attempt import attempt_scorer
@@ -213,6 +213,12 @@ def main(
         items = load_dataset(dataset)
         if concurrency <= 0:
             raise EvalError("--concurrency must be > 0")
+    except DatasetError as exc:
+        count = len(exc.problems)
+        print(f"dataset INVALID: {exc.path} ({count} problem{'s' if count != 1 else ''}; nothing scored)", file=err)
+        for line in exc.problems:
+            print(f"  - {line}", file=err)
+        return 2
     except EvalError as exc:
         print(f"eval: {exc}", file=err)
         return 2

@@ -1,0 +1,78 @@
+"""``eval`` tells an operator what is wrong before it scores anything: a whole dataset's problems at once,
+a judge without its key, and, after a run, the real reason runs failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sidecar.cli import main
+from sidecar.eval import DatasetError, load_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "examples" / "eval.yaml"
+
+
+def test_every_bad_jsonl_line_is_reported_at_once_and_nothing_is_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = tmp_path / "items.jsonl"
+    lines = [
+        json.dumps({"input": "q1", "output": "a1"}),
+        "{not json",
+        json.dumps({"input": "q3"}),
+        json.dumps({"input": "q4", "ouptut": "a4", "grond_truth": "g"}),
+        "",
+        json.dumps({"input": "q6", "output": "a6", "context": "[1, 2]"}),
+        json.dumps({"input": "q7", "output": "a7", "weird": 1}),
+    ]
+    dataset.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "results.jsonl"
+
+    code = main(["eval", str(dataset), "--config", str(CONFIG), "--stand-in-judge", "--output", str(output)])
+
+    captured = capsys.readouterr()
+    assert code == 2  # the documented code for an invalid dataset (`scoring-sidecar --help`)
+    assert captured.out == "" and not output.exists()  # no table, no results: nothing was scored
+    assert f"dataset INVALID: {dataset} (5 problems; nothing scored)" in captured.err
+    problems = [line.strip() for line in captured.err.splitlines() if line.strip().startswith(f"- {dataset}:")]
+    assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "6", "7"]  # every bad line, in file order
+    assert "not valid JSON" in problems[0]
+    assert "'output' is required" in problems[1]
+    assert "'grond_truth' (did you mean 'ground_truth'?)" in problems[2]
+    assert "'ouptut' (did you mean 'output'?)" in problems[2]
+    assert "'context' must be a list of strings" in problems[3]
+    assert "'weird' (allowed: input, output" in problems[4]  # nothing close: the allowed fields instead
+
+
+def test_csv_header_problems_are_reported_once_with_row_problems(tmp_path: Path) -> None:
+    dataset = tmp_path / "items.csv"
+    dataset.write_text(
+        "input,output,groundtruth\n"  # a misspelt column: said once, on the header, not on every row
+        '"q1","a1","g"\n'
+        '"q2",,"g"\n'
+        '"q3","a3","g"\n'
+        '"","a4","g"\n'
+    )
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(dataset)
+    assert raised.value.problems == [
+        f"{dataset}:1: unknown column 'groundtruth' (did you mean 'ground_truth'?)",
+        f"{dataset}:3: 'output' is required",
+        f"{dataset}:5: 'input' is required",
+    ]
+
+    headless = tmp_path / "headless.csv"
+    headless.write_text("Input,answer\n" + "q,a\n" * 50)
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(headless)
+    # Without input and output columns every row is unusable: the header says so, not 50 row lines.
+    assert raised.value.problems == [
+        f"{headless}:1: unknown column 'Input' (did you mean 'input'?)",
+        f"{headless}:1: unknown column 'answer' (allowed: input, output, ground_truth, request_context, context, "
+        "id, system)",
+        f"{headless}:1: the header has no 'input' column",
+        f"{headless}:1: the header has no 'output' column",
+    ]
