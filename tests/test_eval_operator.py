@@ -3,13 +3,20 @@ a judge without its key, and, after a run, the real reason runs failed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import pytest
 
 from sidecar.cli import main
+from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.eval import DatasetError, load_dataset
+from sidecar.testing.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "eval.yaml"
@@ -76,3 +83,52 @@ def test_csv_header_problems_are_reported_once_with_row_problems(tmp_path: Path)
         f"{headless}:1: the header has no 'input' column",
         f"{headless}:1: the header has no 'output' column",
     ]
+
+
+def _env_without_keys(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("JUDGE_")}
+    return {**env, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **extra}
+
+
+async def _eval_process(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sidecar.cli", "eval", *args, env=env, stdout=PIPE, stderr=PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_a_judge_without_its_providers_key_is_named_before_scoring(tmp_path: Path) -> None:
+    config = tmp_path / "anthropic.yaml"
+    config.write_text(
+        "judges:\n  claude:\n    model: anthropic/claude-3-5-haiku-latest\n"
+        "scorers:\n  - {id: alignment, kind: prompt-alignment, judge: claude}\n"
+    )
+    dataset = tmp_path / "items.jsonl"
+    dataset.write_text(json.dumps({"input": "q", "output": "a"}) + "\n")
+
+    code, out, err = await _eval_process(str(dataset), "--config", str(config), env=_env_without_keys())
+
+    assert code == 2, err  # the configuration exit code
+    assert out == ""  # no table: nothing was scored
+    assert (
+        "judge 'claude' (anthropic/claude-3-5-haiku-latest) has no API key: set ANTHROPIC_API_KEY or "
+        "judges.claude.api_key" in err
+    )
+    assert "--stand-in-judge" in err
+
+
+async def test_a_judge_with_an_api_base_of_its_own_needs_no_key(tmp_path: Path, judge_server: JudgeServer) -> None:
+    """A local OpenAI-compatible server often takes no key: eval must not refuse it for want of one."""
+    judge_server.reset(heuristic_reply)
+    dataset = tmp_path / "items.jsonl"
+    dataset.write_text(json.dumps({"input": "Name a colour", "output": "Blue is a colour."}) + "\n")
+    env = _env_without_keys(JUDGE_API_BASE=judge_server.url)
+
+    code, out, err = await _eval_process(str(dataset), "--config", str(CONFIG), "--no-progress", env=env)
+
+    assert code == 0, err
+    assert re.search(r"^prompt-alignment\s+[\d.]+\s+1\s+0\s+0", out, re.MULTILINE), out
+    assert judge_server.requests  # scored through the configured server, with no key
+    assert all("authorization" not in {h.lower() for h in r.headers} for r in judge_server.requests)
