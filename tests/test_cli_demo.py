@@ -109,7 +109,8 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     assert not any(scorer == "tool-call-accuracy" and agent != "support-bot" for agent, scorer in table)
     assert re.search(r"judge openai/stand-in-heuristic: \d+ calls, 0 errors, tokens \d+ in", stdout), stdout
     assert "judge call latency (last 60s): p50" in stdout and "score latency" in stdout
-    assert "shed: none; dead letters: 0" in stdout
+    assert "dead letters: 0" in stdout
+    assert "judge openai/stand-in-heuristic:" not in stdout  # nothing went wrong: nothing to explain
     assert "Traceback" not in stderr
     assert _session_processes(process.pid) == []
 
@@ -147,6 +148,7 @@ def test_summary_listens_to_the_event_stream() -> None:
     events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.8, age_s=4.0))
     events.run_finished(scored_run("prompt-alignment", "support-bot", "failed", None))
     events.runs_skipped("prompt-alignment", "travel-agent", "shed", 1, judge="openai/x")
+    events.judge_refused("openai/x", "spend_cap")
     events.judge_call_finished(
         JudgeModel(model="openai/x"),
         ChatRequest(messages=(), scorer="prompt-alignment", step="analyze"),
@@ -161,11 +163,12 @@ def test_summary_listens_to_the_event_stream() -> None:
     assert (cell.scored, cell.failed) == (2, 1)
     assert cell.average == pytest.approx(0.6)
     assert summary.cells[("travel-agent", "prompt-alignment")].shed == 1
-    assert summary.shed == {"spend_cap": 1}
     assert (summary.tokens_in, summary.tokens_out, summary.judge_errors) == (10, 3, 1)
     text = render_summary(summary, elapsed_s=3, produced=5, judge_label="openai/x", stand_in=False)
     assert re.search(r"support-bot\s+prompt-alignment\s+2\s+1\s+0\s+0\s+0.60", text), text
-    assert "shed: spend_cap 1" in text and "judge openai/x: 2 calls, 1 errors, tokens 10 in / 3 out" in text
+    assert "judge openai/x: 2 calls, 1 errors, tokens 10 in / 3 out" in text
+    # The shed column's reason, and the failed call, in words.
+    assert "judge openai/x: 1 runs shed at its spend cap" in text and "last error: connection_error" in text
     assert re.search(r"score latency \(span end → export, last 60s\) prompt-alignment: p50 [23]\.\d\ds", text), text
     # Latencies cover the last minute only: the table says how the pipeline is doing now.
     now[0] += 61

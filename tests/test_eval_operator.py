@@ -17,6 +17,7 @@ from sidecar.cli import main
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.eval import DatasetError, load_dataset
 from sidecar.testing.judge_server import JudgeServer
+from tests.support.sidecar_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "eval.yaml"
@@ -132,3 +133,34 @@ async def test_a_judge_with_an_api_base_of_its_own_needs_no_key(tmp_path: Path, 
     assert re.search(r"^prompt-alignment\s+[\d.]+\s+1\s+0\s+0", out, re.MULTILINE), out
     assert judge_server.requests  # scored through the configured server, with no key
     assert all("authorization" not in {h.lower() for h in r.headers} for r in judge_server.requests)
+
+
+def test_an_unreachable_judge_is_named_as_the_reason_runs_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "shed" nor a spend cap: the circuit opened on a judge nobody answers, and the table says so with the
+    judge's last error."""
+    closed_port = free_port()  # bound then released: nothing listens there
+    config = tmp_path / "unreachable.yaml"
+    config.write_text(
+        "judges:\n  default:\n"
+        f"    model: openai/gpt-4o-mini\n    api_base: http://127.0.0.1:{closed_port}/v1\n    api_key: sk-x\n"
+        "    max_retries: 0\n    spend_cap_usd_per_hour: 1.0\n"
+        "    circuit_breaker: {failure_threshold: 3, reset_after_s: 600}\n"
+        "scorers:\n  - {id: alignment, kind: prompt-alignment, judge: default}\n"
+        "runtime:\n  run_timeout_s: 1\n"  # eval's bound on a hold: the held runs give up after it
+    )
+    dataset = tmp_path / "items.jsonl"
+    dataset.write_text("".join(json.dumps({"input": f"q{i}", "output": f"a{i}"}) + "\n" for i in range(8)))
+
+    code = main(["eval", str(dataset), "--config", str(config), "--no-progress", "--concurrency", "2"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out  # no threshold: failures are reported, not fatal
+    assert re.search(r"^alignment\s+-\s+0\s+8\s+0", out, re.MULTILINE), out
+    assert "8 runs failed:" in out
+    note = next(line for line in out.splitlines() if line.strip().startswith("judge openai/gpt-4o-mini:"))
+    assert "circuit open for" in note and "runs refused: its circuit stayed open" in note, note
+    assert "calls failed (3 connection error" in note, note
+    assert "last error: APIConnectionError, no HTTP answer" in note and str(closed_port) in note, note
+    assert "shed" not in out and "spend cap" not in out and "rate" not in note

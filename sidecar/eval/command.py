@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import assemble
+from sidecar.app.judge_health import JudgeHealth
 from sidecar.core import ScoredRun, ScorerRunRequest
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
@@ -85,9 +86,10 @@ async def run_eval(
         known = ", ".join(s.id for s in settings.scorers)
         raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
     tally = EvalTally({s.id: s.scale for s in settings.scorers})
+    health = JudgeHealth()
     timeout_s = settings.runtime.run_timeout_s
     # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
-    assembly = assemble(settings, observers=[tally], max_hold_s=timeout_s)
+    assembly = assemble(settings, observers=[tally, health], max_hold_s=timeout_s)
     work = [(configured, item) for item in items for configured in assembly.scorers]
     limit = asyncio.Semaphore(max(1, concurrency))
     done = 0
@@ -113,6 +115,7 @@ async def run_eval(
         elapsed_s=time.monotonic() - started,
         items=len(items),
         judge_labels=[judge.label for judge in assembly.judges.values()],
+        judge_notes=health.explain(holding=False),
     )
 
 
