@@ -60,6 +60,24 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--spend-cap", type=float, default=1.0, metavar="USD", help="real judges: estimated USD per hour (default 1)"
     )
+    serve = demo.add_mutually_exclusive_group()
+    serve.add_argument(
+        "--serve",
+        action="store_true",
+        help="run the broker, the judge and the traffic without the in-process service, and write a configuration "
+        "for `scoring-sidecar run --config FILE` in another terminal (the real service, no Docker)",
+    )
+    serve.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print that configuration (broker and judge as ${KAFKA_BOOTSTRAP_SERVERS} and ${JUDGE_API_BASE}) and exit",
+    )
+    demo.add_argument(
+        "--config-out",
+        metavar="FILE",
+        help="with --serve: where to write the configuration (default: scoring-sidecar-demo.yaml in the temporary "
+        "directory)",
+    )
     evaluate = commands.add_parser(
         "eval",
         help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached",
@@ -281,6 +299,9 @@ def _demo(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
+    if args.config_out is not None and not args.serve:
+        print("demo: --config-out goes with --serve", file=sys.stderr)
+        return 2
     options = DemoOptions(
         judge_model=args.judge_model,
         api_base=args.api_base,
@@ -294,7 +315,20 @@ def _demo(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         spend_cap_usd_per_hour=args.spend_cap,
     )
+    if args.print_config:
+        from sidecar.demo import serve_config_yaml
+
+        print(serve_config_yaml(options), end="")
+        return 0
     try:
+        if args.serve:
+            import tempfile
+            from pathlib import Path
+
+            from sidecar.demo import run_serve
+
+            where = Path(args.config_out or Path(tempfile.gettempdir()) / "scoring-sidecar-demo.yaml")
+            return asyncio.run(run_serve(options, where))
         return asyncio.run(run_demo(options))
     except BrokerStartError as exc:
         print(f"demo: the embedded broker did not start: {exc}", file=sys.stderr)
