@@ -23,6 +23,9 @@ Thresholds (``--threshold ID=MIN`` or ``ID=MIN:MAX``, or ``--thresholds FILE`` m
 ``{min, max}``): bounds in [0, 1] on the scorer's average score divided by its ``scale``. Exit codes: 0 all
 averages within their thresholds; 1 a threshold breached (a scorer with a threshold and no score at all
 breaches it); 2 invalid configuration, dataset or thresholds. Failed items never abort the run.
+Before anything is scored, a judge that a scorer uses with no ``api_key``, no ``api_base`` and its provider's
+key variable unset (litellm's ``*_API_KEY`` names) is named and the exit code is 2. After the run, the table
+says in words why runs failed, per judge (``sidecar.app.judge_health``).
 
 ``--output FILE.jsonl``: one line per (item, scorer), in dataset order: the Kafka score record
 (``exporters.kafka_scores.score_record_json``) with ``scoreSource: "eval"``; runs without a score carry the
