@@ -33,8 +33,10 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="the embedded default: broker, synthetic agent traffic and the real service (no API key needed)",
         description="Start an embedded Kafka-compatible broker, produce synthetic agent traces through it and "
-        "score them with the real service (prompt alignment + content similarity), printing a live summary. "
-        "Without --judge-model or OPENAI_API_KEY the judge is a local stand-in heuristic, not a language model.",
+        "score them with the real service (prompt alignment, answer relevancy, toxicity, tool-call accuracy, "
+        "completeness), printing a live summary. Without --judge-model or OPENAI_API_KEY the judge is a local "
+        "stand-in heuristic, not a language model. --serve leaves the service out, for `scoring-sidecar run` in "
+        "another terminal.",
     )
     demo.add_argument(
         "--judge-model",
