@@ -34,8 +34,10 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="the embedded default: broker, synthetic agent traffic and the real service (no API key needed)",
         description="Start an embedded Kafka-compatible broker, produce synthetic agent traces through it and "
-        "score them with the real service (prompt alignment + content similarity), printing a live summary. "
-        "Without --judge-model or OPENAI_API_KEY the judge is a local stand-in heuristic, not a language model.",
+        "score them with the real service (prompt alignment, answer relevancy, toxicity, tool-call accuracy, "
+        "completeness), printing a live summary. Without --judge-model or OPENAI_API_KEY the judge is a local "
+        "stand-in heuristic, not a language model. --serve leaves the service out, for `scoring-sidecar run` in "
+        "another terminal.",
     )
     demo.add_argument(
         "--judge-model",
@@ -60,6 +62,24 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="summary period (default 5)")
     demo.add_argument(
         "--spend-cap", type=float, default=1.0, metavar="USD", help="real judges: estimated USD per hour (default 1)"
+    )
+    serve = demo.add_mutually_exclusive_group()
+    serve.add_argument(
+        "--serve",
+        action="store_true",
+        help="run the broker, the judge and the traffic without the in-process service, and write a configuration "
+        "for `scoring-sidecar run --config FILE` in another terminal (the real service, no Docker)",
+    )
+    serve.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print that configuration (broker and judge as ${KAFKA_BOOTSTRAP_SERVERS} and ${JUDGE_API_BASE}) and exit",
+    )
+    demo.add_argument(
+        "--config-out",
+        metavar="FILE",
+        help="with --serve: where to write the configuration (default: scoring-sidecar-demo.yaml in the temporary "
+        "directory)",
     )
     evaluate = commands.add_parser(
         "eval",
@@ -318,6 +338,9 @@ def _demo(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
+    if args.config_out is not None and not args.serve:
+        print("demo: --config-out goes with --serve", file=sys.stderr)
+        return 2
     options = DemoOptions(
         judge_model=args.judge_model,
         api_base=args.api_base,
@@ -331,9 +354,22 @@ def _demo(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         spend_cap_usd_per_hour=args.spend_cap,
     )
+    if args.print_config:
+        from sidecar.demo import serve_config_yaml
+
+        print(serve_config_yaml(options), end="")
+        return 0
     from sidecar.runtime.startup import StartupFailure
 
     try:
+        if args.serve:
+            import tempfile
+            from pathlib import Path
+
+            from sidecar.demo import run_serve
+
+            where = Path(args.config_out or Path(tempfile.gettempdir()) / "scoring-sidecar-demo.yaml")
+            return asyncio.run(run_serve(options, where))
         return asyncio.run(run_demo(options))
     except BrokerStartError as exc:
         raise StartupFailure(f"the embedded broker did not start: {exc}", 1) from exc

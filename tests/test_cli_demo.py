@@ -109,7 +109,9 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     assert not any(scorer == "tool-call-accuracy" and agent != "support-bot" for agent, scorer in table)
     assert re.search(r"judge openai/stand-in-heuristic: \d+ calls, 0 errors, tokens \d+ in", stdout), stdout
     assert "judge call latency (last 60s): p50" in stdout and "score latency" in stdout
-    assert "shed: none; dead letters: 0" in stdout
+    assert "dead letters: 0" in stdout
+    # Nothing went wrong: nothing to explain.
+    assert "last error:" not in stdout and "circuit open" not in stdout and "runs shed" not in stdout
     assert "Traceback" not in stderr
     assert _session_processes(process.pid) == []
 
@@ -147,6 +149,7 @@ def test_summary_listens_to_the_event_stream() -> None:
     events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.8, age_s=4.0))
     events.run_finished(scored_run("prompt-alignment", "support-bot", "failed", None))
     events.runs_skipped("prompt-alignment", "travel-agent", "shed", 1, judge="openai/x")
+    events.judge_refused("openai/x", "spend_cap")
     events.judge_call_finished(
         JudgeModel(model="openai/x"),
         ChatRequest(messages=(), scorer="prompt-alignment", step="analyze"),
@@ -161,11 +164,12 @@ def test_summary_listens_to_the_event_stream() -> None:
     assert (cell.scored, cell.failed) == (2, 1)
     assert cell.average == pytest.approx(0.6)
     assert summary.cells[("travel-agent", "prompt-alignment")].shed == 1
-    assert summary.shed == {"spend_cap": 1}
     assert (summary.tokens_in, summary.tokens_out, summary.judge_errors) == (10, 3, 1)
     text = render_summary(summary, elapsed_s=3, produced=5, judge_label="openai/x", stand_in=False)
     assert re.search(r"support-bot\s+prompt-alignment\s+2\s+1\s+0\s+0\s+0.60", text), text
-    assert "shed: spend_cap 1" in text and "judge openai/x: 2 calls, 1 errors, tokens 10 in / 3 out" in text
+    assert "judge openai/x: 2 calls, 1 errors, tokens 10 in / 3 out" in text
+    # The shed column's reason, and the failed call, in words.
+    assert "judge openai/x: 1 runs shed at its spend cap" in text and "last error: connection_error" in text
     assert re.search(r"score latency \(span end → export, last 60s\) prompt-alignment: p50 [23]\.\d\ds", text), text
     # Latencies cover the last minute only: the table says how the pipeline is doing now.
     now[0] += 61
@@ -173,6 +177,44 @@ def test_summary_listens_to_the_event_stream() -> None:
     assert "judge call latency (last 60s): p50 -" in later and "export, last 60s) prompt-alignment: p50 -" in later
     empty = render_summary(DemoSummary(), elapsed_s=0, produced=0, judge_label="j", stand_in=True, final=True)
     assert "(no scores yet)" in empty and "est. cost $0 (stand-in)" in empty
+
+
+def test_summary_names_an_unreachable_or_paused_judge_not_a_limit() -> None:
+    """Runs waiting on a judge nobody answers are not "shed by limits": the summary says the circuit is open,
+    since when, and the judge's last error; a 401 pauses the judge, and the summary says what to fix."""
+    now = [500.0]
+    summary = DemoSummary(clock=lambda: now[0])
+    events = Observers([summary])
+    model = JudgeModel(model="openai/x")
+    for _ in range(5):
+        events.judge_call_finished(
+            model,
+            ChatRequest(messages=()),
+            JudgeCall(
+                outcome="connection_error",
+                duration_s=0.01,
+                error_name="APIConnectionError",
+                error_message="Cannot connect to host judge.internal:443",
+            ),
+        )
+    events.judge_state_changed("openai/x", "open")
+    now[0] += 42
+    text = render_summary(summary, elapsed_s=50, produced=10, judge_label="openai/x", stand_in=False)
+    note = next(line for line in text.splitlines() if line.startswith("judge openai/x: circuit open"))
+    assert "circuit open for 42s: the judge is unreachable or failing, its runs are held" in note
+    assert "5 of 5 calls failed (5 connection error)" in note
+    assert note.endswith("last error: APIConnectionError, no HTTP answer: Cannot connect to host judge.internal:443")
+    assert "shed" not in note and "spend cap" not in note
+
+    events.judge_call_finished(
+        model,
+        ChatRequest(messages=()),
+        JudgeCall(outcome="error", duration_s=0.01, status_code=401, error_name="AuthenticationError"),
+    )
+    events.judge_state_changed("openai/x", "paused")
+    text = render_summary(summary, elapsed_s=51, produced=10, judge_label="openai/x", stand_in=False)
+    assert "judge openai/x: paused for 0s on a fatal provider error (401/402/403/404): fix the key" in text
+    assert "last error: AuthenticationError, HTTP 401" in text
 
 
 async def test_demo_with_a_judge_model_goes_through_the_configured_judge(

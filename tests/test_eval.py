@@ -111,7 +111,7 @@ def test_example_dataset_table_and_results(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     rows = _rows(captured.out)
-    # scorer avg scored failed n/s tokens-in tokens-out cost threshold...
+    # scorer avg scored failed not-scorable tokens-in tokens-out cost threshold...
     assert rows["prompt-alignment"][2:5] == [str(ITEMS), "0", "0"]
     assert rows["similarity"][2:5] == [str(ITEMS), "0", "0"]
     assert int(rows["prompt-alignment"][5]) > 0 and int(rows["similarity"][5]) == 0  # judge tokens: LLM scorer only

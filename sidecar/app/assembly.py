@@ -129,6 +129,7 @@ def assemble(
             on_state_change=observer.judge_state_changed,
             on_spend=observer.judge_spend,
             on_hold=observer.judge_hold_ended,
+            on_shed=observer.judge_refused,
         )
         judges[name] = AssembledJudge(name, model, gate, JudgeClient(model, gate=gate, observers=[observer]))
 

@@ -19,6 +19,7 @@ from typing import Literal
 
 from sidecar.core.runs import ReadyReason
 from sidecar.core.scored import ScoredRun
+from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
@@ -81,6 +82,10 @@ class ServiceObserver:
 
     def judge_hold_ended(self, judge: str, seconds: float) -> None:
         """A call stopped waiting for its judge to recover, after ``seconds``."""
+
+    def judge_refused(self, judge: str, reason: ShedReason) -> None:
+        """A judge's gate refused a call: over the spend cap with ``on_spend_cap: shed``, or (``eval``, whose
+        holds are bounded) a judge still open or paused when the bound ran out."""
 
     # -- exporters ---------------------------------------------------------------------------------------
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
@@ -151,6 +156,9 @@ class Observers(ServiceObserver):
 
     def judge_hold_ended(self, judge: str, seconds: float) -> None:
         self._emit("judge_hold_ended", judge, seconds)
+
+    def judge_refused(self, judge: str, reason: ShedReason) -> None:
+        self._emit("judge_refused", judge, reason)
 
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
         self._emit("exporter_flushed", name, confirmed=confirmed, up=up)

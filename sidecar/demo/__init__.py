@@ -19,11 +19,24 @@ and their 6000 score records, about 35 KB per trace, most of it the prompt-align
 A summary table (scores per agent and scorer, judge tokens and estimated cost, latency percentiles over
 the last minute, failures and shed work) is printed every ``--interval`` seconds, from the service's event
 stream (``DemoSummary`` is one of its observers, beside the metrics).
+``--serve`` runs the broker, the judge and the traffic without the in-process service and writes a
+configuration (``serve_config_yaml``: the same scorers, the broker and judge as ``${KAFKA_BOOTSTRAP_SERVERS}``
+and ``${JUDGE_API_BASE}`` defaulting to the running ones) for ``scoring-sidecar run`` in another terminal: the
+real service, without Docker. ``--print-config`` prints that configuration (no defaults) and exits.
+
 SIGINT/SIGTERM or ``--duration`` stop the producer, then the service (it drains, flushes and commits), then
 the judge server and the broker.
 """
 
-from sidecar.demo.command import DEFAULT_REAL_JUDGE, STAND_IN_MODEL, DemoOptions, demo_settings, run_demo
+from sidecar.demo.command import (
+    DEFAULT_REAL_JUDGE,
+    STAND_IN_MODEL,
+    DemoOptions,
+    demo_settings,
+    run_demo,
+    run_serve,
+    serve_config_yaml,
+)
 from sidecar.demo.summary import DemoSummary, percentile, render_summary
 
 __all__ = [
@@ -35,4 +48,6 @@ __all__ = [
     "percentile",
     "render_summary",
     "run_demo",
+    "run_serve",
+    "serve_config_yaml",
 ]

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
@@ -27,8 +28,11 @@ __all__ = [
     "DEFAULT_REAL_JUDGE",
     "STAND_IN_MODEL",
     "DemoOptions",
+    "demo_config",
     "demo_settings",
     "run_demo",
+    "run_serve",
+    "serve_config_yaml",
     "wants_real_judge",
 ]
 
@@ -62,17 +66,18 @@ def _free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def demo_settings(
+def demo_config(
     *,
     bootstrap: str,
     judge: dict[str, Any],
     metrics_host: str,
-    metrics_port: int,
+    metrics_port: int | str,
     otlp_endpoint: str | None = None,
     otlp_protocol: str = "grpc",
-) -> Settings:
-    """The demo's configuration, as the YAML a user would write (validated by the same loader)."""
-    config: dict[str, Any] = {
+) -> dict[str, Any]:
+    """The demo's configuration as the YAML a user would write: the targets select the synthetic agents' spans
+    (agent spans, no sampling; tool-call accuracy on the one agent that calls tools)."""
+    return {
         "log_level": "WARNING",
         "kafka": {
             "bootstrap_servers": bootstrap,
@@ -103,8 +108,56 @@ def demo_settings(
             "otlp": {"endpoint": otlp_endpoint, "protocol": otlp_protocol} if otlp_endpoint else {"enabled": False},
         },
     }
-    # Through the loader, not model_validate: the same checks (and ${VAR} rules) as a user's file.
+
+
+def demo_settings(
+    *,
+    bootstrap: str,
+    judge: dict[str, Any],
+    metrics_host: str,
+    metrics_port: int,
+    otlp_endpoint: str | None = None,
+    otlp_protocol: str = "grpc",
+) -> Settings:
+    """The demo's configuration, validated by the same loader as a user's file (and its ${VAR} rules)."""
+    config = demo_config(
+        bootstrap=bootstrap,
+        judge=judge,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        otlp_endpoint=otlp_endpoint,
+        otlp_protocol=otlp_protocol,
+    )
     return load_settings(yaml.safe_dump(config, sort_keys=False), environ={})
+
+
+def _variable(name: str, default: str | None) -> str:
+    return f"${{{name}:-{default}}}" if default else f"${{{name}}}"
+
+
+def serve_config_yaml(options: DemoOptions, *, bootstrap: str | None = None, judge_url: str | None = None) -> str:
+    """A configuration for ``scoring-sidecar run`` against ``demo --serve``: the demo's scorers, with the
+    broker, the stand-in judge and the metrics port as ``${VAR}`` (defaulting to the running demo's, when
+    given), so the same file serves a demo on another port or a broker of your own."""
+    stand_in = not wants_real_judge(options)
+    judge, _ = _judge_config(options, "${JUDGE_API_BASE}" if stand_in else None)
+    if stand_in:
+        judge["api_base"] = _variable("JUDGE_API_BASE", judge_url)
+    config = demo_config(
+        bootstrap=_variable("KAFKA_BOOTSTRAP_SERVERS", bootstrap),
+        judge=judge,
+        metrics_host=options.metrics_host,
+        metrics_port=_variable("METRICS_PORT", str(options.metrics_port or 9464)),
+        otlp_endpoint=options.otlp_endpoint,
+        otlp_protocol=options.otlp_protocol,
+    )
+    config["log_level"] = "INFO"  # a newcomer sees the service join the group and start scoring
+    header = (
+        "# scoring-sidecar run --config THIS_FILE: the real service against `scoring-sidecar demo --serve`\n"
+        "# (its embedded broker, stand-in judge and synthetic traffic). KAFKA_BOOTSTRAP_SERVERS, JUDGE_API_BASE\n"
+        "# and METRICS_PORT override the defaults below; examples/sidecar.yaml documents every key.\n"
+    )
+    return header + yaml.safe_dump(config, sort_keys=False)
 
 
 async def _produce(
@@ -328,6 +381,102 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         )
         if stand_in:
             print("(scores above come from the stand-in heuristic judge, not a language model)", file=out)
+        return 0
+    finally:
+        if judge_server is not None:
+            await judge_server.stop()
+        await broker.stop_async()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _score_records(consumer: Any) -> int:
+    """Score records on the scores topic so far: the sum of its partitions' end offsets."""
+    from aiokafka import TopicPartition
+
+    partitions = consumer.partitions_for_topic(SCORES_TOPIC) or set()
+    ends = await consumer.end_offsets([TopicPartition(SCORES_TOPIC, p) for p in sorted(partitions)])
+    return int(sum(ends.values()))
+
+
+async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | None = None) -> int:
+    """``demo --serve``: the embedded broker, the stand-in judge (unless a real one is asked for) and the
+    synthetic traffic, without the in-process service, so ``scoring-sidecar run`` can be tried against them
+    from another terminal with the configuration written to ``config_path``. 0 on a clean stop."""
+    from aiokafka import AIOKafkaConsumer
+
+    out = out or sys.stdout
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    stand_in = not wants_real_judge(options)
+    judge_server: JudgeServer | None = None
+    broker = EmbeddedBroker()
+    counter = [0]
+    try:
+        print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
+        await broker.start_async()
+        await create_topics(broker.bootstrap_servers, {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1})
+        if stand_in:
+            judge_server = await JudgeServer(heuristic_reply, record=False).start()
+            print(STAND_IN_NOTICE, file=out)
+        judge_url = judge_server.url if judge_server is not None else None
+        text = serve_config_yaml(options, bootstrap=broker.bootstrap_servers, judge_url=judge_url)
+        await asyncio.to_thread(config_path.write_text, text, encoding="utf-8")
+        agents = ", ".join(a.name for a in AGENTS)
+        print(f"broker: {broker.bootstrap_servers} (topics {SPANS_TOPIC}, {SCORES_TOPIC})", file=out)
+        real = options.judge_model or DEFAULT_REAL_JUDGE
+        print(
+            f"judge URL: {judge_url}" if judge_url else f"judge: {real} (its provider's key from the environment)",
+            file=out,
+        )
+        print(f"traffic: {options.rate:g} traces/s from {agents}, at most {options.max_records}", file=out)
+        print(f"config: {config_path}", file=out)
+        print(
+            f"ready: in another terminal: scoring-sidecar run --config {config_path}\n"
+            f"  then watch http://{options.metrics_host}:{options.metrics_port or 9464}/metrics "
+            "(scoring_sidecar_scorer_runs_total); Ctrl-C here stops the broker and the judge\n",
+            file=out,
+            flush=True,
+        )
+        producer = asyncio.create_task(
+            _produce(
+                broker.bootstrap_servers,
+                stop,
+                rate=options.rate,
+                max_records=options.max_records,
+                seed=options.seed,
+                counter=counter,
+                out=out,
+            ),
+            name="producer",
+        )
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+        await consumer.start()
+        started = time.monotonic()
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), options.interval_s)
+                if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
+                    stop.set()
+                scores = await _score_records(consumer)
+                waiting = "" if scores else " (none yet: is `scoring-sidecar run` running with the config above?)"
+                print(
+                    f"{time.monotonic() - started:.0f}s: {counter[0]} traces produced, {scores} score records on "
+                    f"{SCORES_TOPIC}{waiting}",
+                    file=out,
+                    flush=True,
+                )
+        finally:
+            stop.set()
+            await consumer.stop()
+            with contextlib.suppress(Exception):
+                await producer
         return 0
     finally:
         if judge_server is not None:

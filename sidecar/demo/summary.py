@@ -8,8 +8,10 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sidecar.app.judge_health import JudgeHealth
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver, SkipOutcome
+from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
@@ -74,9 +76,13 @@ class DemoSummary(ServiceObserver):
     tokens_out: int = 0
     cost_usd: float = 0.0
     judge_calls: Counter[str] = field(default_factory=Counter)  # outcome →
-    shed: Counter[str] = field(default_factory=Counter)  # reason →
+    # The reason behind failures, holds and sheds, in words: a count alone does not say what to fix.
+    health: JudgeHealth = field(init=False)
     _score_latency: dict[str, _Window] = field(default_factory=dict)  # scorer →
     _judge_latency: _Window | None = None
+
+    def __post_init__(self) -> None:
+        self.health = JudgeHealth(clock=self.clock)
 
     def cell(self, agent: str, scorer: str) -> _Cell:
         return self.cells.setdefault((agent, scorer), _Cell())
@@ -105,7 +111,6 @@ class DemoSummary(ServiceObserver):
     def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
         if outcome == "shed":
             self.cell(agent, scorer).shed += n
-            self.shed["spend_cap"] += n
 
     def run_finished(self, run: ScoredRun) -> None:
         cell = self.cell(run.agent_label, run.scorer_id)
@@ -122,7 +127,14 @@ class DemoSummary(ServiceObserver):
         else:
             cell.failed += 1
 
+    def judge_state_changed(self, judge: str, state: str) -> None:
+        self.health.judge_state_changed(judge, state)
+
+    def judge_refused(self, judge: str, reason: ShedReason) -> None:
+        self.health.judge_refused(judge, reason)
+
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        self.health.judge_call_finished(model, request, call)
         self.judge_calls[call.outcome] += 1
         if self._judge_latency is None:
             self._judge_latency = _Window(self.clock)
@@ -201,6 +213,6 @@ def render_summary(
             f"p95 {_seconds(q[1])}  "
             f"p99 {_seconds(q[2])}"
         )
-    shed = ", ".join(f"{reason} {n:.0f}" for reason, n in sorted(summary.shed.items()) if n) or "none"
-    lines.append(f"shed: {shed}; dead letters: {summary.dead_letters:.0f}")
+    lines.append(f"dead letters: {summary.dead_letters:.0f}")
+    lines.extend(summary.health.explain())
     return "\n".join(lines)

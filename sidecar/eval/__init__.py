@@ -12,7 +12,8 @@ message), a string ``output`` one assistant message: the agent run shape live sc
 JSON values (Mastra's agent shape, message lists) are passed to the scorers as they are. ``context`` reaches
 the scorers as ``request_context["context"]``, merged into the item's own ``request_context`` (which then may
 not have a ``context`` key too); ``ground_truth`` is the run's ground truth (``ctx.run.ground_truth``), what
-the eval-only kinds compare with.
+the eval-only kinds compare with. The whole file is checked before anything is scored: every bad line (JSONL line,
+CSV row; a CSV header once) is reported together, unknown fields with the field they most likely meant.
 
 Configuration: the same YAML as ``scoring-sidecar run``: ``judges`` and ``scorers`` are used; ``kafka`` may be
 left out; ``targets`` and ``sampling`` do not apply (every item is scored by every scorer); ``runtime.
@@ -22,6 +23,9 @@ Thresholds (``--threshold ID=MIN`` or ``ID=MIN:MAX``, or ``--thresholds FILE`` m
 ``{min, max}``): bounds in [0, 1] on the scorer's average score divided by its ``scale``. Exit codes: 0 all
 averages within their thresholds; 1 a threshold breached (a scorer with a threshold and no score at all
 breaches it); 2 invalid configuration, dataset or thresholds. Failed items never abort the run.
+Before anything is scored, a judge that a scorer uses with no ``api_key``, no ``api_base`` and its provider's
+key variable unset (litellm's ``*_API_KEY`` names) is named and the exit code is 2. After the run, the table
+says in words why runs failed, per judge (``sidecar.app.judge_health``).
 
 ``--output FILE.jsonl``: one line per (item, scorer), in dataset order: the Kafka score record
 (``exporters.kafka_scores.score_record_json``) with ``scoreSource: "eval"``; runs without a score carry the
@@ -31,11 +35,12 @@ sha256(item index, item JSON), so the same dataset gives the same ``scoreId``s r
 """
 
 from sidecar.eval.command import evaluate, main, run_eval, stand_in_settings
-from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, ScorerTally, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 
 __all__ = [
+    "DatasetError",
     "EvalError",
     "EvalItem",
     "EvalReport",

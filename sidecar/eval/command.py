@@ -14,9 +14,10 @@ from pydantic import SecretStr
 
 from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import assemble
+from sidecar.app.judge_health import JudgeHealth
 from sidecar.core import ScoredRun, ScorerRunRequest
 from sidecar.core.observers import Observers
-from sidecar.eval.dataset import EvalError, EvalItem, load_dataset
+from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.runtime.attempt import attempt_scorer
@@ -85,9 +86,10 @@ async def run_eval(
         known = ", ".join(s.id for s in settings.scorers)
         raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
     tally = EvalTally({s.id: s.scale for s in settings.scorers})
+    health = JudgeHealth()
     timeout_s = settings.runtime.run_timeout_s
     # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
-    assembly = assemble(settings, observers=[tally], max_hold_s=timeout_s)
+    assembly = assemble(settings, observers=[tally, health], max_hold_s=timeout_s)
     work = [(configured, item) for item in items for configured in assembly.scorers]
     limit = asyncio.Semaphore(max(1, concurrency))
     done = 0
@@ -113,6 +115,7 @@ async def run_eval(
         elapsed_s=time.monotonic() - started,
         items=len(items),
         judge_labels=[judge.label for judge in assembly.judges.values()],
+        judge_notes=health.explain(holding=False),
     )
 
 
@@ -165,16 +168,34 @@ async def evaluate(
         await server.stop()
 
 
+def _key_variables(litellm_model: str) -> list[str]:
+    """The environment variables litellm wants for ``litellm_model`` and does not find, when all it lacks is
+    an API key. Providers that authenticate otherwise (cloud credentials, instance roles, a local server's
+    base URL: Bedrock, Vertex, Azure, Ollama) give ``[]``: guessing there would refuse working set-ups."""
+    import litellm
+
+    try:
+        missing = list(litellm.validate_environment(model=litellm_model).get("missing_keys") or [])
+    except Exception:  # an id litellm cannot place: the first call will say what is wrong
+        return []
+    return missing if missing and all(name.endswith("_API_KEY") for name in missing) else []
+
+
 def _judges_without_key(settings: EvalSettings) -> list[str]:
-    """Judges that will be refused for want of a key: OpenAI's own endpoint with no key configured or in the
-    environment (an OpenAI-compatible server of your own, with an ``api_base``, may need none)."""
+    """Judges that would be refused for want of a key: no ``api_key``, no ``api_base``, and the provider's usual
+    variable unset. A judge with an ``api_base`` is left alone: an OpenAI-compatible server of your own (vLLM,
+    LM Studio, Ollama's OpenAI endpoint) often needs no key."""
     missing = []
     used = {s.judge for s in settings.scorers if s.judge is not None}
     for name, judge in settings.judges.items():
         model = judge.to_judge_model()
-        if name in used and model.provider == "openai" and not judge.api_base and model.resolved_api_key() is None:
+        if name not in used or model.api_base or model.resolved_api_key() is not None:
+            continue
+        variables = ["OPENAI_API_KEY"] if model.provider == "openai" else _key_variables(model.litellm_model)
+        if variables:
             missing.append(
-                f"judge {name!r} ({model.litellm_model}) has no API key: set OPENAI_API_KEY or judges.{name}.api_key"
+                f"judge {name!r} ({model.litellm_model}) has no API key: set {' or '.join(variables)} "
+                f"or judges.{name}.api_key"
             )
     return missing
 
@@ -213,6 +234,12 @@ def main(
         items = load_dataset(dataset)
         if concurrency <= 0:
             raise EvalError("--concurrency must be > 0")
+    except DatasetError as exc:
+        count = len(exc.problems)
+        print(f"dataset INVALID: {exc.path} ({count} problem{'s' if count != 1 else ''}; nothing scored)", file=err)
+        for line in exc.problems:
+            print(f"  - {line}", file=err)
+        return 2
     except EvalError as exc:
         print(f"eval: {exc}", file=err)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import io
 import json
@@ -15,13 +16,30 @@ from sidecar.core import SpanTarget
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 
-__all__ = ["EvalError", "EvalItem", "load_dataset"]
+__all__ = ["DatasetError", "EvalError", "EvalItem", "load_dataset"]
 
 _FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
 
 
 class EvalError(ValueError):
     """A dataset, threshold or configuration problem: exit code 2."""
+
+
+class DatasetError(EvalError):
+    """Every problem of a dataset, each ``path:line: message``, found in one pass over the whole file, so a
+    dataset is fixed in one round instead of one line per run."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"{path}: {count}\n" + "\n".join(f"  - {problem}" for problem in problems))
+
+
+def _did_you_mean(name: str) -> str:
+    # Case-blind and strict enough that "question" is not taken for "request_context".
+    close = difflib.get_close_matches(name.lower(), _FIELDS, n=1, cutoff=0.7)
+    return f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(_FIELDS)}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -89,9 +107,10 @@ class EvalItem:
 def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
     if not isinstance(data, Mapping):
         raise EvalError(f"{where}: an item must be an object with 'input' and 'output'")
-    unknown = set(data) - set(_FIELDS)
+    unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
-        raise EvalError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (allowed: {', '.join(_FIELDS)})")
+        named = "; ".join(f"'{name}' ({_did_you_mean(name)})" for name in unknown)
+        raise EvalError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {named}")
     for required in ("input", "output"):
         if data.get(required) in (None, ""):
             raise EvalError(f"{where}: '{required}' is required")
@@ -143,21 +162,42 @@ def _context_from(value: Any, where: str) -> tuple[str, ...] | None:
 
 
 def load_dataset(path: Path) -> list[EvalItem]:
-    """Items of a ``.jsonl`` (also ``.json`` lines) or ``.csv`` file. Raises :class:`EvalError`."""
+    """Items of a ``.jsonl`` (also ``.json`` lines) or ``.csv`` file. Raises :class:`DatasetError` with every
+    bad line of the file (or :class:`EvalError` when it cannot be read)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise EvalError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise EvalError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     items: list[EvalItem] = []
+    problems: list[str] = []
+
+    def add(data: Any, line: int) -> None:
+        where = f"{path}:{line}"
+        try:
+            items.append(_item_from(data, len(items), line, where))
+        except EvalError as exc:
+            problems.append(str(exc))
+
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        if not reader.fieldnames or not {"input", "output"} <= set(reader.fieldnames):
-            raise EvalError(f"{path}: the CSV header must name 'input' and 'output' columns")
-        for row in reader:
-            if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                continue
-            data = {k: v for k, v in row.items() if k}
-            items.append(_item_from(data, len(items), reader.line_num, f"{path}:{reader.line_num}"))
+        columns = [name for name in reader.fieldnames or () if name]
+        unknown = [name for name in columns if name not in _FIELDS]
+        for name in unknown:  # once, on the header: not again on every row
+            problems.append(f"{path}:1: unknown column '{name}' ({_did_you_mean(name)})")
+        lacking = [required for required in ("input", "output") if required not in columns]
+        for required in lacking:
+            problems.append(f"{path}:1: the header has no '{required}' column")
+        try:
+            for row in reader:
+                if lacking:
+                    break  # the header already says what every row lacks
+                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+                    continue
+                add({k: v for k, v in row.items() if k and k not in unknown}, reader.line_num)
+        except csv.Error as exc:
+            problems.append(f"{path}:{reader.line_num}: not valid CSV ({exc})")
     else:
         for number, raw in enumerate(text.splitlines(), start=1):
             if not raw.strip():
@@ -165,8 +205,11 @@ def load_dataset(path: Path) -> list[EvalItem]:
             try:
                 data = json.loads(raw)
             except ValueError as exc:
-                raise EvalError(f"{path}:{number}: not valid JSON ({exc})") from None
-            items.append(_item_from(data, len(items), number, f"{path}:{number}"))
+                problems.append(f"{path}:{number}: not valid JSON ({exc})")
+                continue
+            add(data, number)
+    if problems:
+        raise DatasetError(path, problems)
     if not items:
         raise EvalError(f"{path}: no items")
     return items

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -40,8 +39,6 @@ class ScorerTally:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
-    # Failed because a judge stayed unavailable past the hold bound, by the state that held them.
-    unavailable: Counter[str] = field(default_factory=Counter)
 
     @property
     def average(self) -> float | None:
@@ -70,9 +67,6 @@ class EvalTally(ServiceObserver):
             tally.not_scorable += 1
         else:
             tally.failed += 1
-            reason = getattr(run.error.__cause__, "reason", None) if run.error is not None else None
-            if isinstance(reason, str):
-                tally.unavailable[reason] += 1
 
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
         tally = self.tallies.get(request.scorer)
@@ -97,6 +91,8 @@ class EvalReport:
     elapsed_s: float
     items: int
     judge_labels: list[str] = field(default_factory=list)
+    # What the judges went through (JudgeHealth.explain): the reason behind failed runs, in words.
+    judge_notes: list[str] = field(default_factory=list)
 
     def breaches(self) -> list[str]:
         return [
@@ -121,8 +117,8 @@ def render_report(report: EvalReport) -> str:
     lines = [
         f"{report.items} items x {len(report.tallies)} scorers in {report.elapsed_s:.1f}s"
         + (f" (judges: {', '.join(report.judge_labels)})" if report.judge_labels else ""),
-        f"{'scorer':<22} {'avg':>6} {'scored':>6} {'failed':>6} {'n/s':>4} {'tokens in':>10} {'tokens out':>10} "
-        f"{'est. cost':>10}  threshold",
+        f"{'scorer':<22} {'avg':>6} {'scored':>6} {'failed':>6} {'not scorable':>12} {'tokens in':>10} "
+        f"{'tokens out':>10} {'est. cost':>10}  threshold",
     ]
     total_in = total_out = 0
     total_cost = 0.0
@@ -137,22 +133,20 @@ def render_report(report: EvalReport) -> str:
             verdict = f"{threshold} {'FAIL (' + shown + ')' if scorer in breaches else 'ok'}"
         lines.append(
             f"{scorer:<22} {'-' if average is None else f'{average:.3f}':>6} {tally.scored:>6} {tally.failed:>6} "
-            f"{tally.not_scorable:>4} {tally.input_tokens:>10} {tally.output_tokens:>10} "
+            f"{tally.not_scorable:>12} {tally.input_tokens:>10} {tally.output_tokens:>10} "
             f"{'$' + format(tally.cost_usd, '.4f'):>10}  {verdict}"
         )
         total_in += tally.input_tokens
         total_out += tally.output_tokens
         total_cost += tally.cost_usd
     lines.append(f"judge tokens {total_in} in / {total_out} out, estimated cost ${total_cost:.4f}")
-    unavailable: Counter[str] = Counter()
-    for tally in report.tallies.values():
-        unavailable.update(tally.unavailable)
-    if unavailable:
-        why = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(unavailable.items()))
+    failed = sum(tally.failed for tally in report.tallies.values())
+    if failed:
         lines.append(
-            f"{sum(unavailable.values())} runs failed because a judge stayed unavailable ({why}): "
-            "see the judge's log lines above"
+            f"{failed} runs failed"
+            + (":" if report.judge_notes else " (the judges answered every call: see each result's error, --output)")
         )
+    lines.extend(f"  {note}" for note in report.judge_notes)
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
     return "\n".join(lines)
