@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -266,25 +266,10 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     started = time.monotonic()
     stop_all = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop_all.set)
-            installed.append(sig)
-
     stand_in = not wants_real_judge(options)
-    judge_server: JudgeServer | None = None
-    broker = EmbeddedBroker()
     counter = [0]
     summary = DemoSummary()
-    try:
-        print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
-        await broker.start_async()
-        await create_topics(broker.bootstrap_servers, {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1})
-        if stand_in:
-            judge_server = await JudgeServer(heuristic_reply, record=False).start()
-            print(STAND_IN_NOTICE, file=out, flush=True)
+    async with _embedded(stand_in, stop_all, out) as (broker, judge_server):
         judge, judge_label = _judge_config(options, judge_server.url if judge_server is not None else None)
         if not stand_in:
             print(f"judge: {judge_label} (litellm; spend cap ${options.spend_cap_usd_per_hour}/h)", file=out)
@@ -316,18 +301,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         stop_service = asyncio.Event()
         stop_producer = asyncio.Event()
         service = asyncio.create_task(run_service(settings, stop_service, observers=[summary]), name="service")
-        producer = asyncio.create_task(
-            _produce(
-                broker.bootstrap_servers,
-                stop_producer,
-                rate=options.rate,
-                max_records=options.max_records,
-                seed=options.seed,
-                counter=counter,
-                out=out,
-            ),
-            name="producer",
-        )
+        producer = _start_traffic(options, broker.bootstrap_servers, stop_producer, counter, out)
         reporter = asyncio.create_task(
             _report(
                 summary,
@@ -382,6 +356,40 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         if stand_in:
             print("(scores above come from the stand-in heuristic judge, not a language model)", file=out)
         return 0
+
+
+def _start_traffic(
+    options: DemoOptions, bootstrap: str, stop: asyncio.Event, counter: list[int], out: TextIO
+) -> asyncio.Task[None]:
+    """The synthetic agent traces, at ``options.rate`` until ``stop`` or ``options.max_records``."""
+    traffic = _produce(
+        bootstrap, stop, rate=options.rate, max_records=options.max_records, seed=options.seed, counter=counter, out=out
+    )
+    return asyncio.create_task(traffic, name="producer")
+
+
+@contextlib.asynccontextmanager
+async def _embedded(
+    stand_in: bool, stop: asyncio.Event, out: TextIO
+) -> AsyncIterator[tuple[EmbeddedBroker, JudgeServer | None]]:
+    """The demo's own services: the in-memory broker with its topics and, unless a real judge is asked for,
+    the stand-in judge; SIGINT and SIGTERM set ``stop`` while they run."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    judge_server: JudgeServer | None = None
+    broker = EmbeddedBroker()
+    try:
+        print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
+        await broker.start_async()
+        await create_topics(broker.bootstrap_servers, {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1})
+        if stand_in:
+            judge_server = await JudgeServer(heuristic_reply, record=False).start()
+            print(STAND_IN_NOTICE, file=out, flush=True)
+        yield broker, judge_server
     finally:
         if judge_server is not None:
             await judge_server.stop()
@@ -407,23 +415,8 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
 
     out = out or sys.stdout
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-    stand_in = not wants_real_judge(options)
-    judge_server: JudgeServer | None = None
-    broker = EmbeddedBroker()
     counter = [0]
-    try:
-        print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
-        await broker.start_async()
-        await create_topics(broker.bootstrap_servers, {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1})
-        if stand_in:
-            judge_server = await JudgeServer(heuristic_reply, record=False).start()
-            print(STAND_IN_NOTICE, file=out)
+    async with _embedded(not wants_real_judge(options), stop, out) as (broker, judge_server):
         judge_url = judge_server.url if judge_server is not None else None
         text = serve_config_yaml(options, bootstrap=broker.bootstrap_servers, judge_url=judge_url)
         await asyncio.to_thread(config_path.write_text, text, encoding="utf-8")
@@ -443,18 +436,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
             file=out,
             flush=True,
         )
-        producer = asyncio.create_task(
-            _produce(
-                broker.bootstrap_servers,
-                stop,
-                rate=options.rate,
-                max_records=options.max_records,
-                seed=options.seed,
-                counter=counter,
-                out=out,
-            ),
-            name="producer",
-        )
+        producer = _start_traffic(options, broker.bootstrap_servers, stop, counter, out)
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
         await consumer.start()
         started = time.monotonic()
@@ -478,9 +460,3 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
             with contextlib.suppress(Exception):
                 await producer
         return 0
-    finally:
-        if judge_server is not None:
-            await judge_server.stop()
-        await broker.stop_async()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
