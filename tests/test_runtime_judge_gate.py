@@ -425,9 +425,9 @@ async def test_a_bounded_hold_gives_up_with_the_state_that_held_it(
     config = GateConfig(failure_threshold=1, reset_after_s=30, max_hold_s=0.2)
     model, gate = gated(judge_server, request, config)
     judge_server.script(Reply.error(500, "boom"))
+    started = time.monotonic()
     cause, _ = await fails_with(model)
     assert gate.state == "open"
-    started = time.monotonic()
     await refused(model, "circuit_open")
     assert 0.15 <= time.monotonic() - started < 2
     # A paused judge is refused at once by a bounded hold: nobody will fix the key within it.
@@ -439,6 +439,26 @@ async def test_a_bounded_hold_gives_up_with_the_state_that_held_it(
     started = time.monotonic()
     await refused(model, "paused")
     assert time.monotonic() - started < 0.1
+
+
+async def test_a_bounded_hold_counts_from_when_the_judge_stopped_answering(
+    judge_server: JudgeServer, request: pytest.FixtureRequest
+) -> None:
+    """Offline (eval), calls that queue up behind an outage give up together once the circuit has been open
+    for max_hold_s, instead of each waiting the whole bound after it arrived."""
+    config = GateConfig(failure_threshold=1, reset_after_s=30, max_hold_s=1.0)
+    model, gate = gated(judge_server, request, config)
+    judge_server.script(Reply.error(500, "boom"))
+    started = time.monotonic()  # the circuit opens on the first call's failure
+    await fails_with(model)
+    assert gate.state == "open"
+    await asyncio.sleep(max(0.0, started + 0.5 - time.monotonic()))
+    # Arrived half-way into the outage: waits what is left of the bound (it would wait until ~1.5 s alone).
+    await refused(model, "circuit_open")
+    assert 0.9 <= time.monotonic() - started < 1.4
+    at = time.monotonic()
+    await refused(model, "circuit_open")  # past the bound: at once
+    assert time.monotonic() - at < 0.2
 
 
 async def test_spend_cap_sheds_until_the_window_rolls(

@@ -57,7 +57,10 @@ class JudgeHealth(ServiceObserver):
     # -- ServiceObserver ------------------------------------------------------------------------------
     def judge_state_changed(self, judge: str, state: str) -> None:
         entry = self._judge(judge)
-        entry.state, entry.since = state, self.clock()
+        # A probe (half_open) and its failure are the same outage: its length counts from when it began.
+        if state != "half_open" and not (entry.state == "half_open" and state in ("open", "paused")):
+            entry.since = self.clock()
+        entry.state = state
 
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
         entry = self._judge(model.litellm_model)

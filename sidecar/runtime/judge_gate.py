@@ -27,10 +27,11 @@ run that waits).
   runtime counts the run as shed and moves on), ``"hold"`` holds it until older spend leaves the window.
 
 Held time does not count against the run's deadline (the client stops it while it waits). ``max_hold_s``
-bounds a hold for callers that cannot wait forever (``eval``): past it the call is refused with the state
-that held it, and a paused judge refuses at once (no one will fix it within the bound). ``held`` counts
-the calls waiting for the judge to recover (not the ones queued for a slot), ``oldest_hold_s()`` the
-longest current wait; ``on_hold`` reports each finished hold's length.
+bounds a hold for callers that cannot wait forever (``eval``): once the call has waited that long, or the
+circuit has been open that long (however many probes failed), the call is refused with the state that held
+it, and a paused judge refuses at once (no one will fix it within the bound). ``held`` counts the calls
+waiting for the judge to recover (not the ones queued for a slot), ``oldest_hold_s()`` the longest current
+wait; ``on_hold`` reports each finished hold's length.
 
 Callbacks run synchronously on the event loop; their exceptions are logged and swallowed.
 """
@@ -173,6 +174,8 @@ class JudgeGate(CallGate):
         self._before_probe_since = self._state_since
         self._failures = 0
         self._failed_probes = 0  # since the circuit last opened
+        # Since when the judge has not answered (the circuit left closed; failed probes do not restart it).
+        self._down_since: float | None = None
         self._pause_reason: PauseReason | None = None  # of the current pause
         self._answers = 0  # calls the judge answered (any HTTP answer with a completion)
         self._spend: deque[tuple[float, float]] = deque()
@@ -358,7 +361,12 @@ class JudgeGate(CallGate):
         """Wait until something that could admit a held call happens (or the next probe is due)."""
         timeout = self._due_in(reason)
         if self.max_hold_s is not None:
-            left = self.max_hold_s - (self._clock() - held_since)
+            # Offline, an outage ends the run: the bound counts from when the judge stopped answering, so the
+            # calls that queue up behind an outage are refused together instead of each waiting it out.
+            since = held_since
+            if reason == "circuit_open" and self._down_since is not None:
+                since = min(since, self._down_since)
+            left = self.max_hold_s - (self._clock() - since)
             if left <= 0:
                 self._refuse(reason, f"held {self.max_hold_s:g}s")
             timeout = left if timeout is None else min(timeout, left)
@@ -539,6 +547,10 @@ class JudgeGate(CallGate):
         changed = state != self._state
         self._state = state
         self._state_since = self._clock()
+        if state == "closed":
+            self._down_since = None
+        elif self._down_since is None:
+            self._down_since = self._state_since
         if changed:
             self._notify(self._on_state_change, self.name, state)
         self._wake()
