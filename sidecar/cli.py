@@ -214,14 +214,18 @@ def _validate(args: argparse.Namespace) -> int:
         estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens)
         if estimate is None:
             return 2
+    from sidecar.app.judge_keys import judges_without_key
+
     if settings.kafka is None:
         print(f"config OK for eval: {counts}; no kafka section, which `run` needs")
-        if args.traffic is not None:
-            print(estimate)
-        return 0
-    print(f"config OK: {counts}, topics ({', '.join(settings.kafka.topics)})")
+    else:
+        print(f"config OK: {counts}, topics ({', '.join(settings.kafka.topics)})")
     if args.traffic is not None:
         print(estimate)
+    for problem in judges_without_key(settings):  # in this environment: where it runs, the key may be set
+        print(f"  warning: {problem} (in this environment)", file=sys.stderr)
+    if settings.kafka is None:
+        return 0
     if settings.runtime.workers > 1 and isinstance(settings, Settings):
         from sidecar.app.supervisor import limits_below_worker_count
 
@@ -306,6 +310,15 @@ def _run(args: argparse.Namespace) -> int:
         format=f"%(asctime)s %(levelname)s {who}%(name)s %(message)s",
         stream=sys.stderr,
     )
+    if args.worker is None:  # once per pod: workers are this command again
+        from sidecar.app.judge_keys import judges_without_key
+
+        for problem in judges_without_key(settings):
+            logging.getLogger("sidecar.app.serve").warning(
+                "%s: its calls will be refused (401) and the judge paused, holding its scorers' runs; set the key "
+                "and restart",
+                problem,
+            )
     if args.worker is None and settings.runtime.workers > 1:
         from sidecar.app.supervisor import supervise
         from sidecar.runtime.scorer_factory import build_scorers

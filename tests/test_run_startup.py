@@ -242,3 +242,20 @@ def test_the_intake_line_says_why_nothing_was_scored() -> None:
         "no span matched scorers[].targets"
     )
     assert tally.take(60) is None  # counted since the last line only
+
+
+async def test_a_judge_without_its_key_is_named_once_at_start(tmp_path: Path) -> None:
+    """The key may be set only where the service runs, so `run` warns rather than refusing: once per pod."""
+    config = config_for(f"127.0.0.1:{free_port()}", kafka={"startup_timeout_s": 2})
+    config["judges"] = {"default": {"model": "openai/gpt-4o-mini"}}  # no api_key, no api_base
+    config["scorers"] = [{"id": "pa", "kind": "prompt-alignment", "judge": "default"}]
+    sidecar = SidecarProcess(config, tmp_path, args=("--workers", "2"))  # the test's environment has no *_API_KEY
+    sidecar.start()
+    try:
+        assert await exit_code(sidecar, 60) == 4  # no broker: what ends it is not the key
+    finally:
+        sidecar.kill()
+    (warning,) = lines(sidecar, "has no API key")
+    expected = "WARNING sidecar.app.serve judge 'default' (openai/gpt-4o-mini) has no API key: set OPENAI_API_KEY"
+    assert expected in warning
+    assert "its calls will be refused (401) and the judge paused" in warning

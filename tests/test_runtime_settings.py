@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -664,6 +665,26 @@ def test_cli_validate_ok() -> None:
     assert done.stdout.strip() == (
         "config OK: 3 scorers (prompt-alignment, echo-similarity, tool-use), 1 judges (default), topics (otlp_spans)"
     )
+
+
+def test_cli_validate_warns_about_a_judge_without_its_key() -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "JUDGE_MODEL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(EXAMPLE)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False, env=environment,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # a warning: where the service runs, the key may be set
+    assert done.stdout.startswith("config OK: 3 scorers")
+    assert (
+        "warning: judge 'default' (openai/gpt-4o-mini) has no API key: set OPENAI_API_KEY or judges.default.api_key "
+        "(in this environment)"
+    ) in done.stderr
+    environment["OPENAI_API_KEY"] = SECRET
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "validate", "--config", str(EXAMPLE)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False, env=environment,
+    )  # fmt: skip
+    assert done.returncode == 0 and "has no API key" not in done.stderr and SECRET not in done.stderr + done.stdout
 
 
 def test_cli_validate_invalid(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import assemble
 from sidecar.app.judge_health import JudgeHealth
+from sidecar.app.judge_keys import judges_without_key
 from sidecar.core import ScoredRun, ScorerRunRequest
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
@@ -168,38 +169,6 @@ async def evaluate(
         await server.stop()
 
 
-def _key_variables(litellm_model: str) -> list[str]:
-    """The environment variables litellm wants for ``litellm_model`` and does not find, when all it lacks is
-    an API key. Providers that authenticate otherwise (cloud credentials, instance roles, a local server's
-    base URL: Bedrock, Vertex, Azure, Ollama) give ``[]``: guessing there would refuse working set-ups."""
-    import litellm
-
-    try:
-        missing = list(litellm.validate_environment(model=litellm_model).get("missing_keys") or [])
-    except Exception:  # an id litellm cannot place: the first call will say what is wrong
-        return []
-    return missing if missing and all(name.endswith("_API_KEY") for name in missing) else []
-
-
-def _judges_without_key(settings: EvalSettings) -> list[str]:
-    """Judges that would be refused for want of a key: no ``api_key``, no ``api_base``, and the provider's usual
-    variable unset. A judge with an ``api_base`` is left alone: an OpenAI-compatible server of your own (vLLM,
-    LM Studio, Ollama's OpenAI endpoint) often needs no key."""
-    missing = []
-    used = {s.judge for s in settings.scorers if s.judge is not None}
-    for name, judge in settings.judges.items():
-        model = judge.to_judge_model()
-        if name not in used or model.api_base or model.resolved_api_key() is not None:
-            continue
-        variables = ["OPENAI_API_KEY"] if model.provider == "openai" else _key_variables(model.litellm_model)
-        if variables:
-            missing.append(
-                f"judge {name!r} ({model.litellm_model}) has no API key: set {' or '.join(variables)} "
-                f"or judges.{name}.api_key"
-            )
-    return missing
-
-
 def main(
     dataset: Path,
     config: Path,
@@ -243,7 +212,7 @@ def main(
     except EvalError as exc:
         print(f"eval: {exc}", file=err)
         return 2
-    missing = [] if stand_in else _judges_without_key(settings)
+    missing = [] if stand_in else judges_without_key(settings)
     if missing:
         for line in missing:
             print(f"eval: {line}", file=err)
