@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from sidecar import __version__
 
 if TYPE_CHECKING:  # the settings module imports pydantic and the scorer library: not for --help
-    from sidecar.runtime.settings import EvalSettings, SettingsError
     from sidecar.scoring import Scorer
+    from sidecar.settings import EvalSettings, SettingsError
 
 __all__ = ["main"]
 
@@ -196,8 +196,8 @@ def _validate(args: argparse.Namespace) -> int:
     A file without ``kafka`` is checked as an ``eval`` configuration (``run`` would need one)."""
     from pathlib import Path
 
-    from sidecar.runtime.scorer_factory import build_scorers
-    from sidecar.runtime.settings import Settings, SettingsError, load_eval_settings, load_settings
+    from sidecar.app.scorer_factory import build_scorers
+    from sidecar.settings import Settings, SettingsError, load_eval_settings, load_settings
 
     path = Path(args.config)
     try:
@@ -278,7 +278,7 @@ def _run(args: argparse.Namespace) -> int:
     import logging
     from pathlib import Path
 
-    from sidecar.runtime.settings import SettingsError, load_settings
+    from sidecar.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(Path(args.config))
@@ -300,7 +300,7 @@ def _run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"exporters": exporters.model_copy(update={"prometheus": prometheus})})
     who = ""
     if args.worker is not None:
-        from sidecar.runtime.worker_share import settings_for_worker
+        from sidecar.app.worker_share import settings_for_worker
 
         index, count = _worker_position(args.worker)
         settings = settings_for_worker(settings, index, count)
@@ -320,8 +320,8 @@ def _run(args: argparse.Namespace) -> int:
                 problem,
             )
     if args.worker is None and settings.runtime.workers > 1:
+        from sidecar.app.scorer_factory import build_scorers
         from sidecar.app.supervisor import supervise
-        from sidecar.runtime.scorer_factory import build_scorers
 
         try:  # here, once: a scorer that cannot be built fails the pod at start, not as a worker crash loop
             build_scorers(settings)

@@ -14,10 +14,10 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import assemble
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.runtime.attempt import attempt_scorer
-from sidecar.runtime.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.scorers.registry import kinds_table
 from sidecar.scoring import AgentRunInput
 from sidecar.scoring.agent import assistant_message
+from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent

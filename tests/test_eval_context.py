@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sidecar.eval import EvalError, load_dataset, run_eval
-from sidecar.runtime.settings import EvalSettings
+from sidecar.settings import EvalSettings
 from sidecar.testing.judge_server import JudgeServer, RecordedRequest, Reply
 
 

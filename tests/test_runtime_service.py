@@ -16,7 +16,8 @@ from sidecar.conventions.selection import Selection
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig
-from sidecar.runtime.service import ConfiguredScorer, RuntimeLimits, ScoringService
+from sidecar.runtime.limits import RuntimeLimits
+from sidecar.runtime.service import ConfiguredScorer, ScoringService
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer

@@ -1,4 +1,4 @@
-"""sidecar.runtime.settings and scorer_factory: schema, YAML loading with lines, ${ENV}, secrets, CLI validate."""
+"""sidecar.settings and scorer_factory: schema, YAML loading with lines, ${ENV}, secrets, CLI validate."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from sidecar.app.scorer_factory import ScorerBuildError, build_scorer, build_scorers
 from sidecar.cli import main
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection
-from sidecar.runtime.scorer_factory import ScorerBuildError, build_scorer, build_scorers
-from sidecar.runtime.settings import (
+from sidecar.scorers.registry import scorer_kinds
+from sidecar.scoring import JudgeModel, Scorer
+from sidecar.settings import (
     JudgeSettings,
     ScorerSettings,
     Settings,
@@ -24,8 +26,6 @@ from sidecar.runtime.settings import (
     expand_env,
     load_settings,
 )
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scoring import JudgeModel, Scorer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "sidecar.yaml"

@@ -21,8 +21,8 @@ from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.app.supervisor import RestartPolicy, Supervisor, limits_below_worker_count
-from sidecar.runtime.settings import load_settings
-from sidecar.runtime.worker_share import settings_for_worker, worker_share
+from sidecar.app.worker_share import settings_for_worker, worker_share
+from sidecar.settings import load_settings
 
 CONFIG = """
 kafka: {bootstrap_servers: "127.0.0.1:9092", topics: [spans], group_id: g}

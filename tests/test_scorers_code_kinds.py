@@ -6,12 +6,12 @@ import textwrap
 
 import pytest
 
-from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers.js_text import js_split_whitespace, js_trim, utf16_len, utf16_pair
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.types import to_json_value
+from sidecar.settings import SettingsError, load_settings
 
 CODE_KINDS = {
     "completeness": ("input", "output"),

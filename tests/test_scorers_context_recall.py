@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.runtime.settings import EvalSettings, Settings
 from sidecar.scorers import create_context_recall_scorer
 from sidecar.scorers.context import NO_CONTEXT_REASON
 from sidecar.scorers.context_recall import (
@@ -25,6 +24,7 @@ from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.prompting import js_number
+from sidecar.settings import EvalSettings, Settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 

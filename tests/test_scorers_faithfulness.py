@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.runtime.scorer_factory import build_scorer
-from sidecar.runtime.settings import ScorerSettings
+from sidecar.app.scorer_factory import build_scorer
 from sidecar.scorers import create_faithfulness_scorer
 from sidecar.scorers.context import NO_CONTEXT_REASON
 from sidecar.scorers.faithfulness import FaithfulnessVerdicts, faithfulness_score
@@ -22,6 +21,7 @@ from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
+from sidecar.settings import ScorerSettings
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 COMPANY = [

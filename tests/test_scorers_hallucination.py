@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.runtime.settings import Settings
 from sidecar.scorers import create_hallucination_scorer
 from sidecar.scorers.context import NO_CONTEXT_REASON
 from sidecar.scorers.hallucination import HallucinationVerdicts, hallucination_score
@@ -21,6 +20,7 @@ from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
+from sidecar.settings import Settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 TESLA = ["Tesla was founded in 2003.", "Elon Musk joined Tesla in 2004.", "The first Tesla car was the Roadster."]

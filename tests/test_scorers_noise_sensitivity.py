@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sidecar.runtime.settings import Settings
 from sidecar.scorers import create_noise_sensitivity_scorer_llm
 from sidecar.scorers.noise_sensitivity import NoiseScoring, NoiseSensitivityAnalysis, noise_sensitivity_score
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel, ScorerRunError
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.prompting import js_number
+from sidecar.settings import Settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 BASELINE = "Regular exercise improves cardiovascular health, strengthens muscles, and enhances mental wellbeing."

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from sidecar.runtime.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
+from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import agent_run
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers import create_tool_call_accuracy_scorer_code
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyPreprocess, check_tool_order
 from sidecar.scoring import ScorerRunError
+from sidecar.settings import SettingsError, load_settings
 from tests.support.tool_runs import Shape, agent_run, invocation, live_config, message, run_with_tools
 
 WEATHER = invocation("weather-tool", "call-123", {"location": "New York"}, {"temperature": "20°C"})

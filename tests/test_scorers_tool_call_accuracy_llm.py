@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers import create_tool_call_accuracy_scorer_llm
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scorers.tool_call_accuracy_llm import ToolSelectionAnalysis, tool_selection_score
 from sidecar.scoring import ScorerRunError
+from sidecar.settings import SettingsError, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.tool_runs import agent_run, invocation, live_config, message, run_with_tools
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers import create_trajectory_accuracy_scorer_code
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scorers.trajectory import (
@@ -24,6 +23,7 @@ from sidecar.scorers.trajectory import (
     extract_trajectory,
 )
 from sidecar.scorers.trajectory_accuracy import NO_EXPECTED_TRAJECTORY, TrajectoryAccuracyPreprocess
+from sidecar.settings import SettingsError, load_settings
 from tests.support.tool_runs import invocation, live_config, message, run_with_tools
 
 

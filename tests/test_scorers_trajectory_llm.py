@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from sidecar.runtime.settings import SettingsError, load_settings
 from sidecar.scorers import create_trajectory_accuracy_scorer_llm
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scorers.trajectory import ExpectedStep, TrajectoryStep
@@ -17,6 +16,7 @@ from sidecar.scorers.trajectory_llm import (
     format_trajectory,
     trajectory_quality_score,
 )
+from sidecar.settings import SettingsError, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.tool_runs import invocation, live_config, run_with_tools
 

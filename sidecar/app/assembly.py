@@ -24,14 +24,14 @@ from exporters.otlp import OtlpTraceSink
 from exporters.phoenix import DROP_REASONS as PHOENIX_DROP_REASONS
 from exporters.phoenix import AnnotatorKind, PhoenixAnnotationSink
 from exporters.prometheus import SidecarMetrics
+from sidecar.app.scorer_factory import build_scorers, kind_for
 from sidecar.core import Sink
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
-from sidecar.runtime.scorer_factory import build_scorers, kind_for
 from sidecar.runtime.service import ConfiguredScorer
-from sidecar.runtime.settings import EvalSettings, JudgeSettings, Settings
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.judge.client import JudgeClient
+from sidecar.settings import EvalSettings, JudgeSettings, Settings
 
 __all__ = ["AssembledJudge", "Assembly", "assemble", "gate_config"]
 

@@ -13,11 +13,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sidecar.runtime.settings import EvalSettings
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import Scorer
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.types import JudgeUsage
+from sidecar.settings import EvalSettings
 
 __all__ = ["ScorerCost", "estimate_costs", "parse_traffic", "render_costs"]
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sidecar.runtime.settings import EvalSettings
+from sidecar.settings import EvalSettings
 
 __all__ = ["judges_without_key"]
 

@@ -19,11 +19,10 @@ from sidecar.app.intake_log import IntakeTally, log_intake
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.agent_labels import AgentLabels
-from sidecar.runtime.service import RuntimeLimits, ScoringService
-from sidecar.runtime.settings import Settings
+from sidecar.runtime.service import ScoringService
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.startup import listen_failure
-from sidecar.runtime.trace_buffer import TraceBufferLimits
+from sidecar.settings import Settings
 
 __all__ = ["run_service", "serve"]
 
@@ -66,23 +65,7 @@ async def run_service(
         scorers=assembly.scorers,
         sinks=assembly.sinks,
         observer=assembly.observer,
-        limits=RuntimeLimits(
-            max_in_flight_runs=runtime.max_in_flight_runs,
-            max_buffered_bytes=runtime.max_buffered_bytes,
-            commit_interval_s=runtime.commit_interval_s,
-            shutdown_timeout_s=runtime.shutdown_timeout_s,
-            revoke_timeout_s=runtime.revoke_timeout_s,
-            run_timeout_s=runtime.run_timeout_s,
-            max_poll_records=kafka.max_poll_records,
-            startup_timeout_s=kafka.startup_timeout_s,
-            trace_buffer=TraceBufferLimits(
-                idle_s=runtime.trace_buffer.idle_s,
-                max_wait_s=runtime.trace_buffer.max_wait_s,
-                max_traces=runtime.trace_buffer.max_traces,
-                max_bytes=runtime.trace_buffer.max_bytes,
-                max_trace_bytes=runtime.trace_buffer.max_trace_bytes,
-            ),
-        ),
+        limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
         readiness_checks=(assembly.judges_holding, assembly.exporters_refused),

@@ -39,9 +39,9 @@ import aiohttp
 from exporters.http_server import MetricsServer, ReadinessResult
 from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.app.lifecycle import EXIT_STOP_OVERRUN, STOP_GRACE_S
-from sidecar.runtime.settings import Settings
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.startup import EXIT_INVALID, EXIT_UNREACHABLE, listen_failure
+from sidecar.settings import Settings
 
 __all__ = ["KILL_MARGIN_S", "RestartPolicy", "Supervisor", "limits_below_worker_count", "supervise"]
 

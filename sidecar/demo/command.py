@@ -21,7 +21,7 @@ from sidecar.demo.summary import DemoSummary, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
-from sidecar.runtime.settings import Settings, load_settings
+from sidecar.settings import Settings, load_settings
 from sidecar.testing.judge_server import JudgeServer
 
 __all__ = [

@@ -23,7 +23,7 @@ from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, ren
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.service import ConfiguredScorer
-from sidecar.runtime.settings import EvalSettings, SettingsError, load_eval_settings
+from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]
 
@@ -187,7 +187,7 @@ def main(
     err = err or sys.stderr
     try:
         settings = load_eval_settings(config)
-        from sidecar.runtime.scorer_factory import build_scorers
+        from sidecar.app.scorer_factory import build_scorers
 
         build_scorers(settings)  # fail before scoring anything (the assembly builds them again)
     except SettingsError as exc:

@@ -47,9 +47,10 @@ from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_
 from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.checkpoint import Checkpoint
+from sidecar.runtime.limits import RuntimeLimits, closing_reserve
 from sidecar.runtime.offsets import OffsetTracker
 from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
-from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
+from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring import Scorer
 
@@ -71,12 +72,6 @@ _INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_
 # an unreachable broker (a dead letter) is cancelled after this long: its record was not done, so it is
 # redelivered.
 _INTAKE_STOP_S = 1.0
-
-
-def closing_reserve(shutdown_timeout_s: float) -> float:
-    """The part of the stop budget kept for the final checkpoint and the closing steps (leave the group,
-    close the producer and the sinks), however long the drain took: a quarter, at most 5 s."""
-    return min(5.0, shutdown_timeout_s / 4)
 
 
 # How often the trace buffer is asked for ready traces (at most; a quarter of idle_s when shorter): the
@@ -101,25 +96,6 @@ class ConfiguredScorer:
     scope: Literal["span", "trace"] = "span"
     # The parts of a run the scorer reads (its kind's needs): a score says which of them the run lacked.
     needs: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeLimits:
-    max_in_flight_runs: int = 512
-    max_buffered_bytes: int = 64 * 1024 * 1024
-    commit_interval_s: float = 1.0
-    shutdown_timeout_s: float = 20.0
-    revoke_timeout_s: float = 5.0
-    run_timeout_s: float = 120.0
-    flush_timeout_s: float = 10.0
-    poll_timeout_ms: int = 200
-    max_poll_records: int = 500
-    # A broker unreachable at start-up is retried this long (kafka.startup_timeout_s), then StartupFailure.
-    startup_timeout_s: float = 300.0
-    # How long intake waits for capacity before pausing its partitions. Pausing drops the consumer's
-    # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
-    pause_grace_s: float = 0.2
-    trace_buffer: TraceBufferLimits = field(default_factory=TraceBufferLimits)
 
 
 @dataclass(slots=True)
@@ -192,7 +168,7 @@ class ScoringService:
         scorers: Sequence[ConfiguredScorer],
         sinks: Sequence[Sink],
         observer: ServiceObserver | None = None,
-        limits: RuntimeLimits = RuntimeLimits(),
+        limits: RuntimeLimits | None = None,
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
         readiness_checks: Sequence[Callable[[], str | None]] = (),
@@ -200,6 +176,7 @@ class ScoringService:
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
+        limits = limits or RuntimeLimits()
         self._bootstrap = bootstrap_servers
         self._group_id = group_id
         self._ingest = ingest

@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sidecar.runtime.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
 from sidecar.scorers.registry import ScorerKind, kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
+from sidecar.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
 
 __all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "kind_for", "undeclared_judges"]
 

@@ -21,8 +21,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sidecar.runtime.settings.errors import SettingsError, SettingsProblem, _message
-from sidecar.runtime.settings.models import EvalSettings, Settings
+from sidecar.settings.errors import SettingsError, SettingsProblem, _message
+from sidecar.settings.root import EvalSettings, Settings
 
 __all__ = ["expand_env", "load_eval_settings", "load_settings"]
 

@@ -7,7 +7,7 @@ provider for more than one process would have (each worker keeps its own gate: n
 
 from __future__ import annotations
 
-from sidecar.runtime.settings import JudgeSettings, Settings
+from sidecar.settings import JudgeSettings, Settings
 
 __all__ = ["settings_for_worker", "worker_share"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from sidecar.core.config import config_problem
 
 __all__ = ["SettingsError", "SettingsProblem"]
 
@@ -32,9 +32,7 @@ class SettingsError(ValueError):
         super().__init__("\n".join([head, *(f"  - {p}" for p in self.problems)]))
 
 
-def _problem(loc: tuple[str | int, ...], message: str) -> InitErrorDetails:
-    # A pre-formatted message through a template placeholder (the message itself may contain braces).
-    return InitErrorDetails(type=PydanticCustomError("settings", "{detail}", {"detail": message}), loc=loc, input=None)
+_problem = config_problem
 
 
 def _message(err: Mapping[str, Any]) -> str:

@@ -15,30 +15,25 @@ Rules:
 - Secrets (judge ``api_key``, ``kafka.security.sasl_password``, ``exporters.otlp.headers`` values) are
   ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
 
-Layout: ``models`` (the pydantic models and their validators), ``loading`` (YAML with lines, ``${ENV}``,
+Layout: one module per block of the file (``kafka``, ``judges``, ``scorers``, ``runtime``, ``exporters``), ``root``
+(the whole file and its cross-block rules), ``base`` (what the blocks share), ``loading`` (YAML with lines, ``${ENV}``,
 pydantic errors mapped to paths, lines and key suggestions), ``errors`` (what both report).
 """
 
-from sidecar.runtime.settings.errors import SettingsError, SettingsProblem
-from sidecar.runtime.settings.loading import expand_env, load_eval_settings, load_settings
-from sidecar.runtime.settings.models import (
-    CircuitBreakerSettings,
-    EvalSettings,
+from sidecar.settings.errors import SettingsError, SettingsProblem
+from sidecar.settings.exporters import (
     ExportersSettings,
-    JudgeSettings,
     KafkaScoresExporterSettings,
-    KafkaSecuritySettings,
-    KafkaSettings,
     OtlpExporterSettings,
     PhoenixExporterSettings,
     PrometheusExporterSettings,
-    RuntimeSettings,
-    ScorerSettings,
-    ScorerTargets,
-    Settings,
-    TraceBufferSettings,
-    parse_python_kind,
 )
+from sidecar.settings.judges import CircuitBreakerSettings, JudgeSettings
+from sidecar.settings.kafka import KafkaSecuritySettings, KafkaSettings
+from sidecar.settings.loading import expand_env, load_eval_settings, load_settings
+from sidecar.settings.root import EvalSettings, Settings
+from sidecar.settings.runtime import RuntimeSettings, TraceBufferSettings
+from sidecar.settings.scorers import ScorerSettings, ScorerTargets, parse_python_kind
 
 __all__ = [
     "CircuitBreakerSettings",

@@ -1,0 +1,40 @@
+"""The base of every configuration block, for the settings and for the plugins that declare their own (an
+exporter's block, a scorer kind's options): frozen, unknown keys refused, and problems reported with their
+key path so that the loader can add the YAML line (``sidecar.settings``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+__all__ = ["FrozenConfig", "config_problem", "empty_is_unset", "raise_problems"]
+
+
+class FrozenConfig(BaseModel):
+    """A configuration block: immutable, and a typo'd key is an error naming it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def config_problem(loc: tuple[str | int, ...], message: str) -> InitErrorDetails:
+    """One problem at ``loc`` (relative to the block validating it). The message goes through a template
+    placeholder, since it may itself contain braces; it must never quote an input value (secrets)."""
+    return InitErrorDetails(type=PydanticCustomError("settings", "{detail}", {"detail": message}), loc=loc, input=None)
+
+
+def raise_problems(model: type[BaseModel], problems: Sequence[InitErrorDetails]) -> None:
+    """Raise every problem at once (a validator reports all it found, not the first)."""
+    if problems:
+        _raise(model, problems)
+
+
+def _raise(model: type[BaseModel], problems: Sequence[InitErrorDetails]) -> NoReturn:
+    raise ValidationError.from_exception_data(model.__name__, list(problems))
+
+
+def empty_is_unset(value: Any) -> Any:
+    """An empty string on an optional key means "not set", so that ``${VAR:-}`` can switch a feature off."""
+    return None if isinstance(value, str) and not value.strip() else value

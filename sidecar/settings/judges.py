@@ -1,0 +1,67 @@
+"""``judges``: a judge model, its connection, and the limits the runtime enforces on it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+    FilePath,
+    SecretStr,
+    field_validator,
+)
+
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.settings.base import _empty_is_unset, _Frozen
+
+__all__ = ["CircuitBreakerSettings", "JudgeSettings"]
+
+
+class CircuitBreakerSettings(_Frozen):
+    """Open after ``failure_threshold`` consecutive failed calls; try again after ``reset_after_s``."""
+
+    failure_threshold: int = Field(default=5, gt=0)
+    reset_after_s: float = Field(default=30.0, gt=0)
+
+
+class JudgeSettings(_Frozen):
+    """A judge model, its connection, and the limits the runtime enforces on it."""
+
+    # connection (→ JudgeModel)
+    model: str = Field(min_length=1)  # a litellm model id, provider/name
+    api_base: str | None = None
+    api_key: SecretStr | None = None  # use ${ENV}; unset → the provider's usual variable (OPENAI_API_KEY)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    deadline_s: float | None = Field(default=None, gt=0)
+    transport: Literal["auto", "http", "litellm"] = "auto"
+    structured_output: Literal["json_schema", "prompt"] = "json_schema"
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)
+    # limits (runtime)
+    max_concurrency: int = Field(default=16, gt=0)
+    rpm: int | None = Field(default=None, gt=0)  # requests per minute
+    tpm: int | None = Field(default=None, gt=0)  # tokens per minute
+    spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost per rolling hour
+    # At the spend cap: "shed" skips the run and counts it (scores stay current, the bill capped); "hold"
+    # waits for the window to free budget (every trace scored, late; the backlog waits in Kafka).
+    on_spend_cap: Literal["shed", "hold"] = "shed"
+    circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
+
+    _unset = field_validator("api_base", "api_key", "deadline_s", "ca_bundle", mode="before")(_empty_is_unset)
+
+    def to_judge_model(self) -> JudgeModel:
+        return JudgeModel(
+            model=self.model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            deadline_s=self.deadline_s,
+            transport=self.transport,
+            structured_output=self.structured_output,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            ca_bundle=self.ca_bundle,
+        )

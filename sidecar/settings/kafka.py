@@ -1,0 +1,174 @@
+"""``kafka``: the brokers, the trace input, the security settings, the consumer and producer tuning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
+
+from sidecar.conventions.selection import Selection
+from sidecar.ingest.decode import Encoding
+from sidecar.ingest.pipeline import IngestConfig
+from sidecar.runtime.limits import RuntimeLimits
+from sidecar.settings.base import _empty_is_unset, _Frozen, _non_empty
+from sidecar.settings.errors import _problem
+
+__all__ = ["KafkaSecuritySettings", "KafkaSettings"]
+
+_RUNTIME = RuntimeLimits()  # the engine declares the defaults it shares with this block
+
+
+class KafkaSecuritySettings(_Frozen):
+    """How to reach the brokers: TLS and/or SASL. Defaults to plaintext."""
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+
+    _unset = field_validator(
+        "sasl_mechanism", "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", mode="before"
+    )(_empty_is_unset)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSecuritySettings:
+        problems: list[InitErrorDetails] = []
+        sasl = self.security_protocol.startswith("SASL")
+        if sasl:
+            if self.sasl_mechanism is None:
+                problems.append(
+                    _problem(("sasl_mechanism",), f"required with security_protocol {self.security_protocol}")
+                )
+            if not self.sasl_username:
+                problems.append(
+                    _problem(("sasl_username",), f"required with security_protocol {self.security_protocol}")
+                )
+            if self.sasl_password is None:
+                problems.append(
+                    _problem(("sasl_password",), f"required with security_protocol {self.security_protocol}")
+                )
+        else:
+            for key in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, key) is not None:
+                    problems.append(
+                        _problem((key,), f"only used with SASL_PLAINTEXT or SASL_SSL, not {self.security_protocol}")
+                    )
+        if not self.security_protocol.endswith("SSL"):
+            for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if getattr(self, key) is not None:
+                    problems.append(_problem((key,), f"only used with SSL or SASL_SSL, not {self.security_protocol}"))
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            problems.append(_problem(("ssl_keyfile",), "ssl_certfile and ssl_keyfile go together (client certificate)"))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def client_options(self) -> dict[str, Any]:
+        """aiokafka keyword arguments (consumer and producer alike). Contains the password: never log it."""
+        options: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.security_protocol.endswith("SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            context = create_ssl_context(cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile)
+            context.check_hostname = self.ssl_check_hostname
+            options["ssl_context"] = context
+        if self.security_protocol.startswith("SASL"):
+            options["sasl_mechanism"] = self.sasl_mechanism
+            options["sasl_plain_username"] = self.sasl_username
+            options["sasl_plain_password"] = self.sasl_password.get_secret_value() if self.sasl_password else None
+        return options
+
+
+class KafkaSettings(_Frozen):
+    """The trace input (and the producer for dead letters and score records)."""
+
+    bootstrap_servers: tuple[str, ...]  # a list, or one comma-separated string
+    topics: tuple[str, ...] = ("otlp_spans",)
+    group_id: str = Field(default="scoring-sidecar", min_length=1)
+    client_id: str = Field(default="scoring-sidecar", min_length=1)
+    encoding: Encoding = "otlp_proto"
+    dead_letter_topic: str = Field(default="otlp_spans.dead_letter", min_length=1)
+    max_record_bytes: int = Field(default=1024 * 1024, gt=0)
+    security: KafkaSecuritySettings = KafkaSecuritySettings()
+    # consumer tuning
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    fetch_max_wait_ms: int = Field(default=500, ge=0)
+    max_poll_records: int = Field(default=_RUNTIME.max_poll_records, gt=0)
+    session_timeout_ms: int = Field(default=45_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    # A broker not reachable at start-up is retried (1 s doubling to 30 s) for this long, /readyz saying
+    # so, before the process exits with 4: pods commonly start before Kafka does.
+    startup_timeout_s: float = Field(default=_RUNTIME.startup_timeout_s, gt=0)
+    # producer (dead letters, score records)
+    enable_idempotence: bool = False
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split_servers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(s.strip() for s in value.split(",") if s.strip())
+        return value
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _one_topic(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    _not_empty = field_validator("bootstrap_servers", "topics")(_non_empty)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSettings:
+        problems: list[InitErrorDetails] = []
+        if len(set(self.topics)) != len(self.topics):
+            problems.append(_problem(("topics",), "topics are listed more than once"))
+        if self.dead_letter_topic in self.topics:
+            problems.append(_problem(("dead_letter_topic",), "the dead-letter topic must not be an input topic"))
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            problems.append(_problem(("heartbeat_interval_ms",), "must be lower than session_timeout_ms"))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    @property
+    def bootstrap_servers_str(self) -> str:
+        return ",".join(self.bootstrap_servers)
+
+    def consumer_options(self) -> dict[str, Any]:
+        """aiokafka consumer keyword arguments beyond bootstrap_servers/group_id (secrets included)."""
+        return {
+            "client_id": self.client_id,
+            "auto_offset_reset": self.auto_offset_reset,
+            "fetch_max_wait_ms": self.fetch_max_wait_ms,
+            "max_poll_records": self.max_poll_records,
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            **self.security.client_options(),
+        }
+
+    def producer_options(self) -> dict[str, Any]:
+        """aiokafka producer keyword arguments beyond bootstrap_servers (secrets included)."""
+        return {"client_id": self.client_id, **self.security.client_options()}
+
+    def ingest_config(
+        self, topic: str, selection: Selection | None = None, *, resource_attributes: Iterable[str] = ()
+    ) -> IngestConfig:
+        return IngestConfig(
+            topic=topic,
+            encoding=self.encoding,
+            dead_letter_topic=self.dead_letter_topic,
+            max_record_bytes=self.max_record_bytes,
+            selection=selection if selection is not None else Selection(),
+            resource_attributes=frozenset(resource_attributes),
+        )

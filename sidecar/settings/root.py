@@ -1,0 +1,139 @@
+"""The whole file: ``EvalSettings`` (what ``eval`` needs) and ``Settings`` (``run``: Kafka required), their
+cross-block rules, and where each key was written."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
+
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.settings.base import _Frozen, _non_empty, redact
+from sidecar.settings.errors import _problem
+from sidecar.settings.exporters import PHOENIX_RESERVED_ANNOTATION_NAME, ExportersSettings
+from sidecar.settings.judges import JudgeSettings
+from sidecar.settings.kafka import KafkaSettings
+from sidecar.settings.runtime import RuntimeSettings
+from sidecar.settings.scorers import ScorerSettings
+
+__all__ = ["EvalSettings", "Settings"]
+
+
+class _Provenance:
+    """Where each key was written (dotted path -> line), for error messages after validation. Two settings
+    with equal values are equal wherever they were written, so it never takes part in equality."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        self.lines: dict[str, int] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Provenance)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+class EvalSettings(_Frozen):
+    """A configuration ``eval`` can use: judges and scorers (``kafka`` may be left out; ``targets``,
+    ``sampling`` and the exporters do not apply offline)."""
+
+    kafka: KafkaSettings | None = None
+    judges: dict[str, JudgeSettings] = Field(default_factory=dict)
+    scorers: tuple[ScorerSettings, ...]
+    runtime: RuntimeSettings = RuntimeSettings()
+    exporters: ExportersSettings = ExportersSettings()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
+
+    _not_empty = field_validator("scorers")(_non_empty)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _references(self) -> EvalSettings:
+        problems: list[InitErrorDetails] = []
+        seen: dict[str, int] = {}
+        judges = ", ".join(sorted(self.judges)) or "none defined"
+        for i, scorer in enumerate(self.scorers):
+            if scorer.id in seen:
+                problems.append(
+                    _problem(("scorers", i, "id"), f"duplicate scorer id (also scorers[{seen[scorer.id]}])")
+                )
+            else:
+                seen[scorer.id] = i
+            if scorer.judge is not None and scorer.judge not in self.judges:
+                problems.append(
+                    _problem(("scorers", i, "judge"), f"no judge named {scorer.judge!r} (judges: {judges})")
+                )
+            elif scorer.judge is None and scorer.needs_judge:
+                problems.append(
+                    _problem(("scorers", i, "judge"), f"kind {scorer.kind!r} needs a judge (judges: {judges})")
+                )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def judge_models(self) -> dict[str, JudgeModel]:
+        return {name: judge.to_judge_model() for name, judge in self.judges.items()}
+
+    def line_of(self, path: str) -> int | None:
+        """The YAML line of a dotted path (``scorers[1].kind``), or of its nearest parent that has one."""
+        while path:
+            line = self._source.lines.get(path)
+            if line is not None:
+                return line
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+        return None
+
+    def redacted_dict(self) -> dict[str, Any]:
+        """A JSON-able dump safe to log: every secret replaced by ``**********``."""
+        return typing.cast(dict[str, Any], redact(self.model_dump(mode="python")))
+
+
+class Settings(EvalSettings):
+    """The configuration of the live service (``run``): Kafka is required."""
+
+    kafka: KafkaSettings
+
+    @model_validator(mode="after")
+    def _live(self) -> Settings:
+        problems: list[InitErrorDetails] = []
+        for i, scorer in enumerate(self.scorers):
+            kind = scorer.prebuilt
+            if kind is not None and kind.eval_only is not None:
+                problems.append(
+                    _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
+                )
+        if self.exporters.phoenix.is_enabled:
+            for i, scorer in enumerate(self.scorers):
+                if scorer.id == PHOENIX_RESERVED_ANNOTATION_NAME:
+                    problems.append(
+                        _problem(
+                            ("scorers", i, "id"),
+                            "Phoenix reserves the annotation name 'note' for notes: rename the scorer",
+                        )
+                    )
+        topic = self.exporters.kafka_scores.topic
+        if self.exporters.kafka_scores.enabled and (
+            topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
+        ):
+            problems.append(
+                _problem(("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics")
+            )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self

@@ -1,0 +1,193 @@
+"""``scorers``: one scorer each: its kind (checked against the kind registry), options, judge and targets."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
+from sidecar.scorers.registry import ScorerKind, scorer_kinds
+from sidecar.settings.base import _Frozen, _non_empty
+from sidecar.settings.errors import _message, _problem
+
+__all__ = ["ScorerSettings", "ScorerTargets", "parse_python_kind"]
+
+
+_PYTHON_KIND = re.compile(r"^python:\s*(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)$")
+
+
+def parse_python_kind(kind: str) -> tuple[str, str] | None:
+    """``python: package.module:factory`` → (module, factory); None for any other kind."""
+    match = _PYTHON_KIND.match(kind.strip())
+    return (match["module"], match["factory"]) if match else None
+
+
+class ScorerTargets(_Frozen):
+    """Which spans a scorer scores: maps onto :class:`sidecar.conventions.Selection`."""
+
+    kinds: tuple[SpanKind, ...] = ("agent",)
+    agents: NameFilter = NameFilter()  # globs on gen_ai.agent.name (else gen_ai.agent.id)
+    services: NameFilter = NameFilter()  # globs on the resource's service.name
+    where: tuple[AttributePredicate, ...] = ()  # all must hold
+    max_input_bytes: int = Field(default=256 * 1024, gt=0)
+    # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
+    # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
+    # done (runtime.trace_buffer says when).
+    scope: Literal["span", "trace"] = "span"
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _one_kind(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    _not_empty = field_validator("kinds")(_non_empty)
+
+    @model_validator(mode="after")
+    def _trace_scope_scores_agents(self) -> ScorerTargets:
+        if self.scope == "trace" and self.kinds != ("agent",):
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    _problem(
+                        ("kinds",),
+                        "scope: trace assembles agent runs (an agent span with its LLM calls, tools and "
+                        "retrievals): kinds must be [agent]",
+                    )
+                ],
+            )
+        return self
+
+
+ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
+
+
+class ScorerSettings(_Frozen):
+    """One scorer: what it is (``kind``), which judge, its options, and what it scores."""
+
+    id: ScorerId  # unique; becomes the scorer's id in scores, metrics and spans
+    kind: str  # a prebuilt kind (PREBUILT_SCORER_KINDS) or "python: package.module:factory"
+    judge: str | None = None  # a key of `judges`; required for LLM kinds
+    options: dict[str, Any] = Field(default_factory=dict)  # passed to the scorer factory
+    sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
+    targets: ScorerTargets = ScorerTargets()
+    scale: float = Field(default=1.0, gt=0)  # the score's maximum, to normalise metrics to [0, 1]
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kind = kind.strip()
+        kinds = scorer_kinds()
+        if kind in kinds or parse_python_kind(kind) is not None:
+            return kind
+        if kind.startswith("python:"):
+            raise PydanticCustomError(
+                "settings", "{detail}", {"detail": "a python kind reads 'python: package.module:factory'"}
+            )
+        close = difflib.get_close_matches(kind, list(kinds), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise PydanticCustomError(
+            "settings",
+            "{detail}",
+            {
+                "detail": f"unknown scorer kind{hint}; prebuilt kinds: {', '.join(sorted(kinds))}, "
+                "or 'python: package.module:factory'"
+            },
+        )
+
+    @model_validator(mode="after")
+    def _options_fit_kind(self) -> ScorerSettings:
+        # Prebuilt kinds validate their options with their own model here, so that a bad option is reported
+        # with its key and line, and a typo with the option it was probably meant to be.
+        kind = self.prebuilt
+        if kind is None:
+            return self
+        try:
+            kind.options.model_validate(self.options)
+        except ValidationError as exc:
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [_option_problem(kind, err) for err in exc.errors()]
+            ) from None
+        return self
+
+    @property
+    def prebuilt(self) -> ScorerKind[Any] | None:
+        return scorer_kinds().get(self.kind)
+
+    @property
+    def python_factory(self) -> tuple[str, str] | None:
+        return parse_python_kind(self.kind)
+
+    @property
+    def needs_judge(self) -> bool:
+        kind = self.prebuilt
+        return kind is not None and kind.needs_judge
+
+    def selection(self) -> Selection:
+        return Selection(
+            kinds=frozenset(self.targets.kinds),
+            agents=self.targets.agents,
+            services=self.targets.services,
+            where=self.targets.where,
+            sample_rate=self.sampling,
+            max_input_bytes=self.targets.max_input_bytes,
+        )
+
+
+def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorDetails:
+    loc = ("options", *err["loc"])
+    if err["type"] != "extra_forbidden":
+        return _problem(loc, _message(err))
+    model = _options_model_at(kind.options, err["loc"][:-1])
+    if model is None:
+        return _problem(loc, f"unknown option of kind {kind.name!r}")
+    # Options may be written in snake_case or in Mastra's camelCase.
+    fields = model.model_fields
+    allowed = sorted({name for name in fields} | {f.alias for f in fields.values() if f.alias})
+    close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    what = "option" if model is kind.options else "field"
+    return _problem(loc, f"unknown {what} of kind {kind.name!r} ({hint}{what}s: {', '.join(sorted(fields))})")
+
+
+def _options_model_at(model: type[BaseModel], path: Sequence[str | int]) -> type[BaseModel] | None:
+    """The model validating the mapping at ``path`` inside a kind's options (a criterion of a rubric, …)."""
+    annotation: Any = model
+    for part in path:
+        annotation = _strip_optional(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            field = fields.get(str(part)) or next((f for f in fields.values() if f.alias == part), None)
+            if field is None:
+                return None
+            annotation = field.annotation
+            continue
+        args = typing.get_args(annotation)
+        origin = typing.get_origin(annotation)
+        if origin in (list, tuple) and args:
+            annotation = args[0]
+        elif origin is dict and len(args) == 2:
+            annotation = args[1]
+        else:
+            return None
+    annotation = _strip_optional(annotation)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
