@@ -16,8 +16,9 @@ from sidecar.conventions.selection import Selection
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig
+from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.limits import RuntimeLimits
-from sidecar.runtime.service import ConfiguredScorer, ScoringService
+from sidecar.runtime.service import ScoringService
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
@@ -170,7 +171,7 @@ async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
         consumer_options=FAST_CONSUMER,
     )
     stop = asyncio.Event()
-    caplog.set_level("INFO", logger="sidecar.runtime.service")
+    caplog.set_level("INFO", logger="sidecar.runtime")
     running = asyncio.create_task(service.run(stop))
     records = await read_topic(kafka_bootstrap, scores_topic, expect=len(traces), timeout_s=30)
     stop.set()

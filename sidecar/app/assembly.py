@@ -24,11 +24,11 @@ from exporters.otlp import OtlpTraceSink
 from exporters.phoenix import DROP_REASONS as PHOENIX_DROP_REASONS
 from exporters.phoenix import AnnotatorKind, PhoenixAnnotationSink
 from exporters.prometheus import SidecarMetrics
-from sidecar.app.scorer_factory import build_scorers, kind_for
+from sidecar.app.scorer_factory import build_scorers, facts_for, kind_for
 from sidecar.core import Sink
 from sidecar.core.observers import Observers, ServiceObserver
+from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
-from sidecar.runtime.service import ConfiguredScorer
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.judge.client import JudgeClient
 from sidecar.settings import EvalSettings, JudgeSettings, Settings
@@ -140,14 +140,16 @@ def assemble(
         # The scorer's own judge first: two judges declared alike still each get their own gate.
         clients = [*([own.client] if own else []), *(j.client for j in judges.values() if j is not own)]
         kind = kind_for(scorer_settings)
+        scorer = built[scorer_settings.id]
         scorers.append(
             ConfiguredScorer(
-                scorer=built[scorer_settings.id].bind(*clients),
+                scorer=scorer.bind(*clients),
                 selection=scorer_settings.selection(),
                 scale=scorer_settings.scale,
                 judge_model=own.label if own is not None else None,
                 scope=scorer_settings.targets.scope,
-                needs=kind.needs_given(scorer_settings.options) if kind is not None else frozenset(),
+                facts=facts_for(scorer_settings, scorer),
+                kind=kind.name if kind is not None else "python",
             )
         )
     annotator_kinds: dict[str, AnnotatorKind] = {
@@ -160,12 +162,11 @@ def assemble(
             metrics.register_judge(judge.model)
             metrics.track_judge_holds(judge.label, judge.gate.held_runs, judge.gate.oldest_hold_s)
             metrics.track_judge_pause(judge.label, _pause_reason_of(judge.gate))
-        for configured, scorer_settings in zip(scorers, settings.scorers, strict=True):
-            kind = kind_for(scorer_settings)
+        for configured in scorers:
             metrics.register_scorer(
                 configured.scorer.id,
-                kind=kind.name if kind is not None else "python",
-                direction=kind.direction if kind is not None else "higher",
+                kind=configured.kind,
+                direction=configured.facts.direction,
                 scale=configured.scale,
                 scope=configured.scope,
             )

@@ -1,10 +1,11 @@
 """What a configuration will cost before it runs: judge calls per 1,000 traces and USD per hour.
 
 ``scoring-sidecar validate --traffic 50/s`` prints it. The figures are estimates, and say so: judge calls
-per run come from each kind's declaration (``@scorer_kind(judge_calls_per_run=...)``; a ``python:`` scorer
-counts its prompt steps), one scored span per trace (an agent run) unless told otherwise, sampling as
-configured, and a token size per call (default 1,500 input and 300 output tokens: a judge prompt quoting a
-short agent exchange) priced with the litellm price table, the one the metrics' estimated cost uses.
+per run come from each configured scorer's facts (its kind's ``@scorer_kind(judge_calls_per_run=...)`` as its
+options set it; a ``python:`` scorer counts its prompt steps), one scored span per trace (an agent run)
+unless told otherwise, sampling as configured, and a token size per call (default 1,500 input and 300 output
+tokens: a judge prompt quoting a short agent exchange) priced with the litellm price table, the one the
+metrics' estimated cost uses.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.app.scorer_factory import facts_for
 from sidecar.scoring import Scorer
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.types import JudgeUsage
@@ -43,13 +44,6 @@ class ScorerCost:
     usd_per_hour: float | None  # None: no judge, or the model has no known price
 
 
-def _calls_per_run(settings_kind: str, scorer: Scorer) -> float:
-    kind = scorer_kinds().get(settings_kind)
-    if kind is not None:
-        return kind.judge_calls_per_run
-    return float(len(scorer.judge_models()))  # a python: scorer: one call per prompt step
-
-
 def estimate_costs(
     settings: EvalSettings,
     scorers: Mapping[str, Scorer],
@@ -64,7 +58,7 @@ def estimate_costs(
     for scorer_settings in settings.scorers:
         scorer = scorers[scorer_settings.id]
         judge = settings.judges[scorer_settings.judge].to_judge_model() if scorer_settings.judge else None
-        calls = _calls_per_run(scorer_settings.kind, scorer) if judge is not None else 0.0
+        calls = facts_for(scorer_settings, scorer).judge_calls_per_run if judge is not None else 0.0
         per_1000 = 1000 * spans_per_trace * scorer_settings.sampling * calls
         per_call = estimate_cost_usd(judge.litellm_model, usage) if judge is not None else None
         hourly = per_call * per_1000 / 1000 * traces_per_s * 3600 if per_call is not None and calls else None

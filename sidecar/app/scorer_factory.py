@@ -25,12 +25,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sidecar.scorers.registry import ScorerKind, kind_of
+from sidecar.scorers.registry import ScorerFacts, ScorerKind, kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
 from sidecar.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
 
-__all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "kind_for", "undeclared_judges"]
+__all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "facts_for", "kind_for", "undeclared_judges"]
 
 
 def _call_python_factory(factory: Callable[..., Any], judge: JudgeModel | None, options: dict[str, Any]) -> Any:
@@ -173,3 +173,12 @@ def build_scorers(settings: EvalSettings) -> dict[str, Scorer]:
     if problems:
         raise SettingsError(problems)
     return scorers
+
+
+def facts_for(settings: ScorerSettings, scorer: Scorer) -> ScorerFacts:
+    """The configured scorer's facts: its kind's as its options set them; for a plain ``python:`` factory,
+    what the scorer shows (one judge call per prompt step; it declares no parts it reads)."""
+    kind = kind_for(settings)
+    if kind is not None:
+        return kind.facts_given(settings.options)
+    return ScorerFacts(judge_calls_per_run=float(len(scorer.judge_models())), needs=frozenset())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterable
 from typing import Literal
 
@@ -10,7 +11,22 @@ from pydantic.alias_generators import to_camel
 
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 
-__all__ = ["ReadyReason", "ResourceValue", "RunAssembly", "RunPart", "ScorerRunRequest", "SpanTarget", "missing_parts"]
+__all__ = [
+    "SCOPES",
+    "ReadyReason",
+    "ResourceValue",
+    "RunAssembly",
+    "RunPart",
+    "Scope",
+    "ScorerRunRequest",
+    "SpanTarget",
+    "missing_parts",
+]
+
+# What one scorer run scores: one span from its own attributes (``span``), or an agent span with its
+# descendants once its trace is done (``trace``). Declared once: the settings, the kinds and the runtime read it.
+Scope = Literal["span", "trace"]
+SCOPES: tuple[Scope, ...] = typing.get_args(Scope)
 
 # Why a buffered trace was scored: its root span arrived and no span came for `idle_s`; `max_wait_s` passed
 # since its first span; it outgrew the per-trace bound (scored from what arrived).
@@ -80,7 +96,7 @@ class ScorerRunRequest(BaseModel):
     assembly: RunAssembly | None = None  # None: one span's own attributes (scope: span)
 
     @property
-    def scope(self) -> Literal["span", "trace"]:
+    def scope(self) -> Scope:
         return "span" if self.assembly is None else "trace"
 
 

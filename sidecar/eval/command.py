@@ -22,7 +22,7 @@ from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.runtime.attempt import attempt_scorer
-from sidecar.runtime.service import ConfiguredScorer
+from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]

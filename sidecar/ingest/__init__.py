@@ -8,7 +8,7 @@ from sidecar.ingest.deadletter import (
     DeadLetter,
     DeadLetterCounter,
     DeadLetterReason,
-    RecordSource,
+    RecordOrigin,
     dead_letter_headers,
 )
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
@@ -21,7 +21,7 @@ __all__ = [
     "Encoding",
     "IngestConfig",
     "ProcessedRecord",
-    "RecordSource",
+    "RecordOrigin",
     "TraceDecodeError",
     "dead_letter_headers",
     "decode_traces",

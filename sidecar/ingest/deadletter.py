@@ -13,10 +13,22 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
 from sidecar.core import names
 from sidecar.core.deadletters import DeadLetterReason
 
-__all__ = ["DeadLetter", "DeadLetterCounter", "DeadLetterReason", "RecordSource", "dead_letter_headers"]
+__all__ = [
+    "DeadLetter",
+    "DeadLetterCounter",
+    "DeadLetterReason",
+    "RecordOrigin",
+    "dead_letter_headers",
+    "lone_span_request",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +40,7 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordSource:
+class RecordOrigin:
     """Where a Kafka record came from, and what it carried."""
 
     topic: str
@@ -39,7 +51,7 @@ class RecordSource:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-def dead_letter_headers(letter: DeadLetter, source: RecordSource, encoding: str) -> list[tuple[str, bytes]]:
+def dead_letter_headers(letter: DeadLetter, source: RecordOrigin, encoding: str) -> list[tuple[str, bytes]]:
     """The original headers followed by the dead-letter headers (header values are UTF-8)."""
     added = [
         (names.DL_REASON, letter.reason.value),
@@ -82,3 +94,16 @@ class DeadLetterCounter:
     def total(self) -> int:
         with self._lock:
             return sum(self._counts.values())
+
+
+def lone_span_request(span: Span, service: str | None) -> bytes:
+    """An export request (OTLP protobuf) holding one span and its resource's service name: the dead letter of
+    a span set aside from an assembled trace, whose records hold other traces' spans too."""
+    resource = Resource()
+    if service is not None:
+        resource.attributes.append(KeyValue(key=names.SERVICE_NAME, value=AnyValue(string_value=service)))
+    scope = ScopeSpans()
+    scope.spans.append(span)
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[scope])])
+    data: bytes = request.SerializeToString()
+    return data

@@ -23,7 +23,7 @@ from sidecar.ingest.deadletter import (
     DeadLetter,
     DeadLetterCounter,
     DeadLetterReason,
-    RecordSource,
+    RecordOrigin,
     dead_letter_headers,
 )
 from sidecar.ingest.pipeline import IngestConfig, ProcessedRecord, process_record
@@ -64,7 +64,7 @@ class DeadLetterPublisher:
         self.counter = counter if counter is not None else DeadLetterCounter()
 
     async def publish(
-        self, source: RecordSource, letters: Sequence[DeadLetter], *, encoding: str | None = None
+        self, source: RecordOrigin, letters: Sequence[DeadLetter], *, encoding: str | None = None
     ) -> None:
         """Deliver ``letters`` about ``source`` (``encoding``: of ``source.value``, when it is not the input's:
         a span of an assembled trace is set aside alone, as OTLP protobuf)."""
@@ -104,7 +104,7 @@ class TraceIngestor:
         ingested: list[IngestedRecord] = []
         for records in batches.values():
             for record in records:
-                source = RecordSource(
+                source = RecordOrigin(
                     topic=record.topic,
                     partition=record.partition,
                     offset=record.offset,
@@ -115,7 +115,7 @@ class TraceIngestor:
                 ingested.append(await self.ingest(source, tombstone=record.value is None))
         return ingested
 
-    async def ingest(self, source: RecordSource, *, tombstone: bool = False) -> IngestedRecord:
+    async def ingest(self, source: RecordOrigin, *, tombstone: bool = False) -> IngestedRecord:
         try:
             processed = process_record(None if tombstone else source.value, self.config)
         except Exception as exc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sidecar.runtime.trace_buffer import TraceBufferLimits
 
-__all__ = ["RuntimeLimits", "TraceBufferLimits", "closing_reserve"]
+__all__ = ["RuntimeLimits", "TraceBufferLimits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +27,3 @@ class RuntimeLimits:
     # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
     pause_grace_s: float = 0.2
     trace_buffer: TraceBufferLimits = field(default_factory=TraceBufferLimits)
-
-
-def closing_reserve(shutdown_timeout_s: float) -> float:
-    """The part of the stop budget kept for the final checkpoint and the closing steps (leave the group,
-    close the producer and the sinks), however long the drain took: a quarter, at most 5 s."""
-    return min(5.0, shutdown_timeout_s / 4)

@@ -10,6 +10,7 @@ traffic or only ``eval`` datasets, and a one-line description. Settings validati
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,9 +18,19 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from sidecar.core.runs import SCOPES, Scope
 from sidecar.scoring import JudgeModel, Scorer
 
-__all__ = ["Direction", "Need", "ScorerKind", "kind_of", "kinds_table", "scorer_kind", "scorer_kinds"]
+__all__ = [
+    "Direction",
+    "Need",
+    "ScorerFacts",
+    "ScorerKind",
+    "kind_of",
+    "kinds_table",
+    "scorer_kind",
+    "scorer_kinds",
+]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 # What a kind reads from a run: the request, the response, the system instructions, the tool calls (with
@@ -29,6 +40,20 @@ NEED_ORDER: tuple[Need, ...] = ("input", "output", "system", "tool_calls", "cont
 # Which way is good: "higher" (alignment, relevancy) or "lower" (hallucination, toxicity, bias).
 Direction = Literal["higher", "lower"]
 Factory = Callable[[JudgeModel | None, OptionsT], Scorer]
+
+
+@dataclass(frozen=True)
+class ScorerFacts:
+    """What the rest of the sidecar must know of one configured scorer: which way is good (alerts and
+    dashboards), how many judge calls a run makes (cost estimates), what it reads from a run (a score says
+    which of those the run lacked) and the scopes it can score. A kind declares its own; a kind whose options
+    change them (a mode that judges the system instructions only, a judge written in YAML with its own
+    direction) derives them per configured scorer."""
+
+    direction: Direction = "higher"
+    judge_calls_per_run: float = 0.0
+    needs: frozenset[Need] = frozenset({"input", "output"})
+    scopes: frozenset[Scope] = frozenset(SCOPES)
 
 
 @dataclass(frozen=True)
@@ -47,12 +72,26 @@ class ScorerKind(Generic[OptionsT]):
     # What a scorer built with these options reads, when its options change that (a mode that judges the
     # system instructions only); None: ``needs``.
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None
+    # The scopes a scorer of this kind can score (a conversation judge reads whole sessions only).
+    scopes: frozenset[Scope] = frozenset(SCOPES)
+    # Facts that a scorer's options set (direction, calls per run) beyond ``needs_for``; None: the kind's.
+    facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None
 
     def needs_given(self, options: Mapping[str, Any]) -> frozenset[Need]:
         """What a scorer of this kind built with ``options`` reads from a run."""
-        if self.needs_for is None:
-            return self.needs
-        return frozenset(self.needs_for(self.options.model_validate(dict(options))))
+        return self.facts_given(options).needs
+
+    def facts_given(self, options: Mapping[str, Any]) -> ScorerFacts:
+        """The facts of a scorer of this kind built with ``options``: the kind's, adjusted by its options."""
+        facts = ScorerFacts(self.direction, self.judge_calls_per_run, self.needs, self.scopes)
+        if self.needs_for is None and self.facts_for is None:
+            return facts
+        validated = self.options.model_validate(dict(options))
+        if self.needs_for is not None:
+            facts = dataclasses.replace(facts, needs=frozenset(self.needs_for(validated)))
+        if self.facts_for is not None:
+            facts = self.facts_for(validated, facts)
+        return facts
 
     @property
     def prebuilt(self) -> bool:
@@ -81,6 +120,8 @@ def scorer_kind(
     needs: Iterable[Need] = ("input", "output"),
     direction: Direction = "higher",
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None,
+    scopes: Iterable[Scope] = SCOPES,
+    facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None,
 ) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
     """Register ``factory(judge, options) -> Scorer`` as the kind ``name``."""
     if needs_judge and judge_calls_per_run <= 0:
@@ -100,6 +141,8 @@ def scorer_kind(
             frozenset(needs),
             direction,
             needs_for,
+            frozenset(scopes),
+            facts_for,
         )
         _KINDS[name] = _BY_FACTORY[factory] = kind
         return factory

@@ -7,7 +7,7 @@ import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
+from sidecar.core.runs import Scope
 from sidecar.scorers.registry import ScorerKind, scorer_kinds
 from sidecar.settings.base import _Frozen, _non_empty
 from sidecar.settings.errors import _message, _problem
@@ -46,7 +47,7 @@ class ScorerTargets(_Frozen):
     # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
     # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
     # done (runtime.trace_buffer says when).
-    scope: Literal["span", "trace"] = "span"
+    scope: Scope = "span"
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -78,7 +79,7 @@ class ScorerSettings(_Frozen):
     """One scorer: what it is (``kind``), which judge, its options, and what it scores."""
 
     id: ScorerId  # unique; becomes the scorer's id in scores, metrics and spans
-    kind: str  # a prebuilt kind (PREBUILT_SCORER_KINDS) or "python: package.module:factory"
+    kind: str  # a registered kind (`scoring-sidecar kinds`) or "python: package.module:factory"
     judge: str | None = None  # a key of `judges`; required for LLM kinds
     options: dict[str, Any] = Field(default_factory=dict)  # passed to the scorer factory
     sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
@@ -120,6 +121,18 @@ class ScorerSettings(_Frozen):
             raise ValidationError.from_exception_data(
                 type(self).__name__, [_option_problem(kind, err) for err in exc.errors()]
             ) from None
+        scopes = kind.facts_given(self.options).scopes
+        if self.targets.scope not in scopes:
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    _problem(
+                        ("targets", "scope"),
+                        f"kind {kind.name!r} does not score at scope {self.targets.scope!r} "
+                        f"(its scopes: {', '.join(sorted(scopes))})",
+                    )
+                ],
+            )
         return self
 
     @property

@@ -1,0 +1,114 @@
+"""One record from fetch to runs: tracked, ingested once for every scorer, its dead letters delivered, what it
+held counted, its span runs started and its spans handed to the trace scope, and the record held until all
+of that is done (the ledger)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from sidecar.core.observers import IngestSkipReason, ServiceObserver
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
+from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
+from sidecar.runtime.capacity import Capacity
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.ledger import RecordLedger
+from sidecar.runtime.trace_scope import TraceScope
+
+__all__ = ["RecordHandler"]
+
+log = logging.getLogger(__name__)
+
+_INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content")
+_TOO_LARGE = frozenset({DeadLetterReason.TOO_LARGE.value, DeadLetterReason.RECORD_TOO_LARGE.value})
+
+
+class RecordHandler:
+    def __init__(
+        self,
+        ingest: IngestConfig,
+        scorers: Sequence[ConfiguredScorer],
+        *,
+        ledger: RecordLedger[TopicPartition],
+        dispatcher: RunDispatcher,
+        capacity: Capacity,
+        observer: ServiceObserver,
+        publisher: DeadLetterPublisher,
+        traces: TraceScope | None,
+    ) -> None:
+        self._ingest = ingest
+        self._scorers = tuple(scorers)
+        # Trace-scope scorers map nothing per record: their runs are assembled when a trace is ready.
+        self._selections = tuple(None if s.scope == "trace" else s.selection for s in scorers)
+        self._ledger = ledger
+        self._dispatcher = dispatcher
+        self._capacity = capacity
+        self._observer = observer
+        self._publisher = publisher
+        self._traces = traces
+
+    async def handle(self, tp: TopicPartition, record: Any) -> None:
+        value: bytes | None = record.value
+        offset: int = record.offset
+        if not self._ledger.track(tp, offset):
+            # A record this assignment already holds (a fetch from before a seek): the first copy counts.
+            log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, offset)
+            return
+        traces = self._traces
+        try:
+            processed = process_record_multi(
+                value, self._ingest, self._selections, group_traces=traces is not None, offset=offset
+            )
+        except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
+            log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, offset)
+            letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+            processed = MultiProcessedRecord(dead_letters=(letter,), runs=tuple(() for _ in self._selections))
+        if processed.dead_letters:
+            origin = RecordOrigin(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=offset,
+                value=value or b"",
+                key=record.key,
+                headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
+            )
+            await self._publisher.publish(origin, processed.dead_letters)
+            for letter in processed.dead_letters:
+                self._observer.dead_lettered(letter.reason.value)
+        self._observe(tp.topic, processed)
+        work = [
+            (configured, request)
+            for configured, requests in zip(self._scorers, processed.runs, strict=True)
+            for request in requests
+        ]
+        # No await from here on: a trace this record joins cannot be released before the record is held.
+        joined = traces.join(tp, offset, processed.traces) if traces is not None and processed.traces else 0
+        claim = self._ledger.hold(tp, offset, len(work) + joined, len(value) if value is not None else 0)
+        if claim is None:
+            return
+        for configured, request in work:
+            self._dispatcher.start(configured, request, claim)
+        self._capacity.update()
+
+    def _observe(self, topic: str, processed: MultiProcessedRecord) -> None:
+        observer = self._observer
+        observer.record_consumed(topic, processed.spans_seen)
+        for configured, skipped in zip(self._scorers, processed.skipped, strict=True):
+            scorer_id = configured.scorer.id
+            if skipped.filtered:
+                observer.runs_skipped(scorer_id, "unknown", "filtered", skipped.filtered)
+            if skipped.sampled_out:
+                observer.runs_skipped(scorer_id, "unknown", "sampled_out", skipped.sampled_out)
+        # Ingest-level skips are counted once per span, whichever scorers' selections saw them.
+        for reason in _INGEST_SKIPS:
+            n = max((getattr(skipped, reason) for skipped in processed.skipped), default=0)
+            if n:
+                observer.spans_skipped(reason, n)
+        too_large = sum(1 for letter in processed.dead_letters if letter.reason.value in _TOO_LARGE)
+        if too_large:
+            observer.runs_skipped("", "unknown", "too_large", too_large)

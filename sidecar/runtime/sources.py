@@ -1,0 +1,158 @@
+"""Where intake's records come from: which partitions a consumer reads, from where, and whether it ends.
+
+- :class:`GroupSubscription` (``run``): the consumer group shares the topics' partitions among its members
+  and moves them on rebalances; it never ends.
+- :class:`AssignedPartitions` (a past window for a backfill, a compacted topic read from the beginning): the
+  partitions are assigned, not shared, each from a start offset (or from what this source's group committed
+  before, so a crash resumes) and, when bounded, up to an end offset: once every partition reached its end
+  the source is exhausted and the service drains, commits and stops.
+
+Commits work the same for all: the checkpoint commits what is done on the partitions intake owns, under the
+consumer's group id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import IllegalOperation
+
+__all__ = ["AssignedPartitions", "GroupSubscription", "PartitionRange", "RecordSource", "from_beginning"]
+
+log = logging.getLogger(__name__)
+
+
+class RecordSource(Protocol):
+    """What intake reads. ``attach`` starts reading (subscribing, or assigning and seeking, then telling
+    ``listener`` what was assigned); a bounded source says per record whether it is still inside its range."""
+
+    bounded: bool
+
+    def describe(self) -> str:
+        """For log lines: ``topics otlp_spans`` or ``otlp_spans-0 [120, 480), ...``."""
+        ...
+
+    async def attach(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener) -> None: ...
+
+    def admits(self, tp: TopicPartition, offset: int) -> bool:
+        """False for a record past the range (the partition is finished: intake pauses it)."""
+        ...
+
+    def finished(self, tp: TopicPartition, next_offset: int) -> bool:
+        """Whether ``tp`` has nothing left in range once ``next_offset`` is the next record to read."""
+        ...
+
+    @property
+    def exhausted(self) -> bool:
+        """Every partition reached its end: nothing more will come."""
+        ...
+
+
+class GroupSubscription:
+    """The topics, shared among the members of the consumer's group (``run``)."""
+
+    bounded = False
+    exhausted = False
+
+    def __init__(self, topics: Sequence[str]) -> None:
+        self.topics = tuple(topics)
+
+    def describe(self) -> str:
+        return f"topics {','.join(self.topics)}"
+
+    async def attach(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener) -> None:
+        consumer.subscribe(list(self.topics), listener=listener)
+
+    def admits(self, tp: TopicPartition, offset: int) -> bool:
+        return True
+
+    def finished(self, tp: TopicPartition, next_offset: int) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    start: int
+    end: int | None = None  # exclusive; None: unbounded (read on as records arrive)
+
+
+Resolver = Callable[[AIOKafkaConsumer], Awaitable[Mapping[TopicPartition, PartitionRange]]]
+
+
+class AssignedPartitions:
+    """Partitions this consumer reads alone, each over a range found when it attaches (``resolve``: from the
+    broker's time index for a window, from the beginning for a compacted topic). A partition resumes where the
+    consumer's group committed, when that is past its start."""
+
+    def __init__(self, resolve: Resolver, *, description: str) -> None:
+        self._resolve = resolve
+        self._description = description
+        self.ranges: dict[TopicPartition, PartitionRange] = {}
+        self.resumed: dict[TopicPartition, int] = {}  # partitions that started from an earlier commit
+        self._left: set[TopicPartition] = set()
+        self.bounded = True
+
+    def describe(self) -> str:
+        return self._description
+
+    async def attach(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener) -> None:
+        self.ranges = dict(await self._resolve(consumer))
+        self.bounded = any(r.end is not None for r in self.ranges.values())
+        partitions = list(self.ranges)
+        consumer.assign(partitions)
+        self._left = set(partitions)
+        for tp, span in self.ranges.items():
+            position = span.start
+            committed = await _committed(consumer, tp)
+            if committed is not None and committed > position:
+                position = committed
+                self.resumed[tp] = committed
+            consumer.seek(tp, position)
+            if self.finished(tp, position):
+                consumer.pause(tp)
+        await listener.on_partitions_assigned(partitions)
+
+    def admits(self, tp: TopicPartition, offset: int) -> bool:
+        span = self.ranges.get(tp)
+        if span is None or span.end is None or offset < span.end:
+            return True
+        self._left.discard(tp)
+        return False
+
+    def finished(self, tp: TopicPartition, next_offset: int) -> bool:
+        span = self.ranges.get(tp)
+        if span is None or span.end is None or next_offset < span.end:
+            return False
+        self._left.discard(tp)
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return self.bounded and not self._left
+
+
+def from_beginning(topics: Sequence[str]) -> AssignedPartitions:
+    """Every partition of ``topics`` from its first retained record, read on as records arrive (a compacted
+    topic: the latest record of every key, then what comes)."""
+
+    async def resolve(consumer: AIOKafkaConsumer) -> dict[TopicPartition, PartitionRange]:
+        await consumer.topics()  # metadata: partitions_for_topic answers only from what was fetched
+        partitions = [
+            TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic) or ())
+        ]
+        starts = await consumer.beginning_offsets(partitions) if partitions else {}
+        return {tp: PartitionRange(starts[tp]) for tp in partitions}
+
+    return AssignedPartitions(resolve, description=f"topics {','.join(topics)} from the beginning")
+
+
+async def _committed(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    try:
+        offset: int | None = await consumer.committed(tp)
+    except IllegalOperation:  # a consumer without a group commits nothing, so resumes nothing
+        return None
+    return offset

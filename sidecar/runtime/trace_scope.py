@@ -1,0 +1,294 @@
+"""``scope: trace``: agent spans scored with their descendants once their trace is done.
+
+Each record's spans wait in a :class:`TraceBuffer` (by partition and trace id); a ticker takes out the traces
+that are ready and starts their runs. A record stays held until every trace it brought spans to has been
+scored (or given up on) and exported: the record's claim counts one part per such trace, and the claim of a
+ready trace releases that part of each of its records when its runs (and dead letters) are done. Traces
+still buffered at a stop are left uncommitted: the next owner of their partitions reads them again.
+
+This is the stage where a session scope sits next: a stage takes spans from records, holds their records
+through the ledger, knows when its own unit (a trace, a conversation) is ready, and starts runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from aiokafka import TopicPartition
+
+from sidecar.conventions.selection import Selection, classify, sample_score
+from sidecar.conventions.spans import MappingResult, SpanReject, admit
+from sidecar.conventions.trace_runs import TraceSpan, trace_runs
+from sidecar.core import ScorerRunRequest
+from sidecar.core.observers import ServiceObserver
+from sidecar.core.runs import ReadyReason
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, lone_span_request
+from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.runtime.capacity import Capacity
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.ledger import Claim, RecordLedger
+from sidecar.runtime.pacing import INGEST_SLICE_S
+from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
+
+__all__ = ["TraceScope"]
+
+log = logging.getLogger(__name__)
+
+# How often the buffer is asked for ready traces (at most; a quarter of idle_s when shorter): the delay it
+# adds to a trace's score, against a pass over the quiet traces per tick.
+_TICK_S = 0.1
+_DEAD_LETTER_RETRY_S = 5.0
+# A full, stuck buffer logs its warning at most this often (it may evict a trace every tick).
+_EVICTION_WARNING_EVERY_S = 60.0
+
+
+class TraceScope:
+    def __init__(
+        self,
+        scorers: Sequence[ConfiguredScorer],
+        limits: TraceBufferLimits,
+        *,
+        ledger: RecordLedger[TopicPartition],
+        dispatcher: RunDispatcher,
+        capacity: Capacity,
+        observer: ServiceObserver,
+        max_in_flight_runs: int,
+        dead_letter_topic: str,
+    ) -> None:
+        self._scorers = tuple(scorers)
+        self._limits = limits
+        self.buffer: TraceBuffer[TopicPartition] = limits.buffer()
+        self._ledger = ledger
+        self._dispatcher = dispatcher
+        self._capacity = capacity
+        self._observer = observer
+        self._max_in_flight_runs = max_in_flight_runs
+        self._dead_letter_topic = dead_letter_topic
+        self.publisher: DeadLetterPublisher | None = None  # once the producer has started
+        self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
+        self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
+        capacity.bound(self.full)
+
+    def full(self) -> bool:
+        return self._limits.full(self.buffer)
+
+    # -- spans in ------------------------------------------------------------------------------------------
+    def join(self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]]) -> int:
+        """Buffer a record's spans by trace; returns how many buffered traces the record now waits for."""
+        buffer = self.buffer
+        joined = late = 0
+        for trace_id, spans in traces.items():
+            if not self._wanted(trace_id):
+                self._count_unwanted(spans)
+                continue
+            if buffer.add(tp, offset, trace_id, spans) == "late":
+                late += len(spans)
+            else:
+                joined += 1
+        if late:
+            # A span of a trace already scored: its score stands (it is not scored again), and this says how
+            # often traces are cut short. A rising count means idle_s is shorter than the agents' pauses.
+            for configured in self._scorers:
+                self._observer.late_spans(configured.scorer.id, late)
+        self._observer.trace_buffer(len(buffer), buffer.bytes)
+        return joined
+
+    def _wanted(self, trace_id: bytes) -> bool:
+        # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all.
+        for configured in self._scorers:
+            rate = configured.selection.sample_rate
+            if rate >= 1.0 or (rate > 0.0 and sample_score(trace_id) < rate):
+                return True
+        return False
+
+    def _count_unwanted(self, spans: list[TraceSpan]) -> None:
+        # A trace that no trace-scope scorer samples in is never buffered, so never assembled: its agent spans
+        # are counted here as span scope counts them (sampled out, or filtered by service before that).
+        for item in spans:
+            kind, internal = classify(item.span.attributes)
+            if kind is None or internal:
+                continue
+            for configured in self._scorers:
+                if kind not in configured.selection.kinds:
+                    continue
+                verdict = admit(item.span, own_span=False, service=item.service, selection=configured.selection).verdict
+                if verdict == "sampled_out" or verdict == "filtered":
+                    self._observer.runs_skipped(configured.scorer.id, "unknown", verdict, 1)
+
+    # -- ready traces --------------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start the runs of the traces that are ready, at a steady pace (a trace's readiness is a matter of
+        time passing, not of records arriving)."""
+        buffer = self.buffer
+        tick = min(_TICK_S, buffer.idle_s / 4)
+        stuck_since: float | None = None
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), tick)
+            if stop.is_set():
+                break
+            try:
+                # Ready traces start while runs may: the others wait in the buffer (still bounded), not as tasks.
+                room = self._max_in_flight_runs - self._dispatcher.in_flight
+                ready = buffer.due(limit=room) if room > 0 else []
+                if ready or room <= 0 or not self.full():
+                    stuck_since = None
+                elif stuck_since is None:
+                    stuck_since = time.monotonic()
+                elif time.monotonic() - stuck_since >= buffer.idle_s:
+                    ready = self._evict_oldest()
+                    stuck_since = None  # intake resumes: give the next stall idle_s again
+                started = time.perf_counter()
+                for trace, reason in ready:
+                    self._start(trace, reason)
+                    if time.perf_counter() - started >= INGEST_SLICE_S:
+                        await asyncio.sleep(0)  # assembly is CPU work, as ingest is
+                        started = time.perf_counter()
+            except Exception:  # a bug: the traces taken out are redelivered after a restart
+                log.exception("starting the runs of ready traces failed")
+            self._observer.trace_buffer(len(buffer), buffer.bytes)
+            self._capacity.update()
+
+    def _evict_oldest(self) -> list[tuple[BufferedTrace[TopicPartition], ReadyReason]]:
+        # Full, intake paused, and no trace got ready for idle_s: every buffered trace waits for spans behind
+        # the pause, so waiting only leads to max_wait_s. Score the oldest now, from what arrived.
+        # An agent span is exported when it ends, after its children: a trace holding one has its run whole.
+        oldest = self.buffer.take_oldest(prefer=_holds_agent_span)
+        if oldest is None:
+            return []
+        now = time.monotonic()
+        if now - self._last_eviction_warning >= _EVICTION_WARNING_EVERY_S:
+            self._last_eviction_warning = now
+            limits = self._limits
+            log.warning(
+                "trace buffer full (%d traces, %.0f MiB of spans; runtime.trace_buffer.max_traces=%d, "
+                "max_bytes=%d) and no trace done: scoring the oldest incomplete (ready reason evicted). More "
+                "traces are open at once than the buffer holds: raise max_traces/max_bytes above the trace "
+                "rate × the longest trace duration",
+                len(self.buffer) + 1,
+                self.buffer.bytes / 2**20,
+                limits.max_traces,
+                limits.max_bytes,
+            )
+        return [(oldest, "evicted")]
+
+    def _start(self, trace: BufferedTrace[TopicPartition], reason: ReadyReason) -> None:
+        self._observer.trace_ready(reason, time.monotonic() - trace.first_seen)
+        if reason != "root_idle":
+            log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, len(trace.spans))
+        runs, rejects = self._assemble(trace, reason)
+        if not runs:
+            self.buffer.forget(trace)  # no agent span here yet: spans after this start the trace anew
+        parts = len(runs) + (1 if rejects else 0)
+        if parts == 0:
+            self._release_records(trace)
+            return
+        key = (trace.partition, trace.trace_id)
+
+        def done() -> None:
+            del self._work[key]
+            self._release_records(trace)
+
+        claim = self._work[key] = Claim(parts, done)
+        if rejects:
+            task = self._dispatcher.spawn(self._set_aside(trace, rejects), claim)
+            task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
+        for configured, request in runs:
+            self._dispatcher.start(configured, request, claim)
+        self._capacity.update()
+
+    def _assemble(
+        self, trace: BufferedTrace[TopicPartition], reason: ReadyReason
+    ) -> tuple[list[tuple[ConfiguredScorer, ScorerRunRequest]], list[SpanReject]]:
+        runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = []
+        rejects: dict[tuple[str, str], SpanReject] = {}
+        skipped: dict[str, int] = {}
+        complete = reason == "root_idle" and not trace.cut_short
+        assembled: dict[Selection, MappingResult] = {}  # scorers with the same targets share one assembly
+        spans: list[TraceSpan] | None = None
+        for configured in self._scorers:
+            result = assembled.get(configured.selection)
+            if result is None:
+                result = assembled[configured.selection] = trace_runs(
+                    spans if spans is not None else (spans := trace.decoded()),
+                    configured.selection,
+                    ready_reason=reason,
+                    complete=complete,
+                )
+            runs.extend((configured, request) for request in result.runs)
+            for reject in result.rejects:
+                rejects.setdefault((reject.span_id, reject.reason), reject)
+            scorer_id = configured.scorer.id
+            if result.skipped.filtered:
+                self._observer.runs_skipped(scorer_id, "unknown", "filtered", result.skipped.filtered)
+            if result.skipped.sampled_out:
+                self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", result.skipped.sampled_out)
+            for skip in ("internal", "no_content"):
+                skipped[skip] = max(skipped.get(skip, 0), getattr(result.skipped, skip))
+        for skip, n in skipped.items():
+            if n:
+                self._observer.spans_skipped(skip, n)  # type: ignore[arg-type]
+        return runs, list(rejects.values())
+
+    async def _set_aside(self, trace: BufferedTrace[TopicPartition], rejects: list[SpanReject]) -> None:
+        """Dead letters for the agent spans of a ready trace that cannot become runs: each carries the span alone
+        (OTLP protobuf), with the record that brought it as its origin."""
+        publisher = self.publisher
+        assert publisher is not None
+        tp = trace.partition
+        by_id = {item.span_id.hex(): item for item in trace.spans}
+        for reject in rejects:
+            item = by_id.get(reject.span_id)
+            letter = DeadLetter(
+                DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
+            )
+            if item is not None:
+                decoded = item.decode()
+                value = lone_span_request(decoded.span, decoded.service)
+            else:
+                value = b""
+            offset = item.offset if item is not None else -1
+            origin = RecordOrigin(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
+            # Until delivered, the trace's records stay uncommitted: retried, not given up.
+            while True:
+                try:
+                    await publisher.publish(origin, [letter], encoding="otlp_proto")
+                    break
+                except Exception as exc:
+                    log.warning(
+                        "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
+                        "uncommitted, retrying in %ss",
+                        reject.span_id,
+                        letter.reason.value,
+                        self._dead_letter_topic,
+                        exc,
+                        _DEAD_LETTER_RETRY_S,
+                    )
+                    await asyncio.sleep(_DEAD_LETTER_RETRY_S)
+            self._observer.dead_lettered(letter.reason.value)
+
+    def _release_records(self, trace: BufferedTrace[TopicPartition]) -> None:
+        for offset in trace.records:
+            self._ledger.release(trace.partition, offset)
+
+    # -- partitions ----------------------------------------------------------------------------------------
+    def drop_partitions(self, lost: set[TopicPartition]) -> None:
+        """A revoke: the buffered traces and the runs of ready ones go to the new owner (records uncommitted)."""
+        self.buffer.drop_partitions(lost)
+        for key in [key for key in self._work if key[0] in lost]:
+            self._work.pop(key).drop()
+        self._observer.trace_buffer(len(self.buffer), self.buffer.bytes)
+
+    def drop_all(self) -> None:
+        for claim in self._work.values():
+            claim.drop()
+        self._work.clear()
+
+
+def _holds_agent_span(trace: BufferedTrace[TopicPartition]) -> bool:
+    return any(classify(item.span.attributes)[0] == "agent" for item in trace.decoded())
