@@ -11,7 +11,7 @@ Destinations (``exporters``) import this package and ``sidecar.scoring``, never 
 """
 
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
-from sidecar.core.scored import SCORE_ID_NAMESPACE, RunOutcome, ScoredRun, score_id_for
+from sidecar.core.scored import SCORE_ID_NAMESPACE, RunOutcome, ScoredRun, score_id_for, score_id_of
 from sidecar.core.sinks import Sink
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "Sink",
     "SpanTarget",
     "score_id_for",
+    "score_id_of",
 ]

@@ -96,6 +96,19 @@ class ScorerRunRequest(BaseModel):
     assembly: RunAssembly | None = None  # None: one span's own attributes (scope: span)
 
     @property
+    def subject(self) -> str:
+        """What a score of this run is about, as its id reads it: the scored span (``trace id:span id``,
+        lowercase hex). A scope whose unit is not one span (a conversation) names its own."""
+        target = self.target
+        return f"{target.trace_id.lower()}:{target.span_id.lower()}"
+
+    @property
+    def record_key(self) -> bytes:
+        """The key of this run's score record: its trace id, so that a trace's scores share a partition (as the
+        Collector keys the traces themselves)."""
+        return self.target.trace_id.encode()
+
+    @property
     def scope(self) -> Scope:
         return "span" if self.assembly is None else "trace"
 

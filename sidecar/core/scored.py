@@ -12,7 +12,7 @@ from sidecar.core.runs import RunPart, ScorerRunRequest
 from sidecar.scoring.errors import ScorerRunError
 from sidecar.scoring.types import ScorerRunResult
 
-__all__ = ["SCORE_ID_NAMESPACE", "RunOutcome", "ScoredRun", "score_id_for"]
+__all__ = ["SCORE_ID_NAMESPACE", "RunOutcome", "ScoredRun", "score_id_for", "score_id_of"]
 
 # Fixed namespace: score ids must be the same in every replica and every restart.
 SCORE_ID_NAMESPACE = uuid.UUID("6f1d2c1e-8a1b-5d4e-9c3f-5c0a1e7b2d90")
@@ -23,13 +23,19 @@ RunOutcome = Literal["scored", "failed", "not_scorable"]
 _NAMESPACE_BYTES = SCORE_ID_NAMESPACE.bytes
 
 
-@functools.lru_cache(maxsize=4096)  # a run and its ScoredRun both ask for it
 def score_id_for(scorer_fingerprint: str, trace_id: str, span_id: str) -> str:
-    """Deterministic UUIDv5 of (scorer fingerprint, trace id, span id).
+    """Deterministic UUIDv5 of (scorer fingerprint, trace id, span id): the id of a score on one span."""
+    return score_id_of(scorer_fingerprint, f"{trace_id.lower()}:{span_id.lower()}")
+
+
+@functools.lru_cache(maxsize=4096)  # a run and its ScoredRun both ask for it
+def score_id_of(scorer_fingerprint: str, subject: str) -> str:
+    """Deterministic UUIDv5 of (scorer fingerprint, what is scored): ``subject`` is a run's
+    :attr:`~sidecar.core.runs.ScorerRunRequest.subject`, the same in every replica and on every redelivery.
 
     Equal to ``str(uuid.uuid5(SCORE_ID_NAMESPACE, name))`` (a property test checks it), without building
     a ``UUID`` object: every run computes one."""
-    name = f"{scorer_fingerprint}:{trace_id.lower()}:{span_id.lower()}".encode()
+    name = f"{scorer_fingerprint}:{subject}".encode()
     digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
     digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
@@ -58,8 +64,7 @@ class ScoredRun:
     score_id: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        target = self.request.target
-        object.__setattr__(self, "score_id", score_id_for(self.scorer_fingerprint, target.trace_id, target.span_id))
+        object.__setattr__(self, "score_id", score_id_of(self.scorer_fingerprint, self.request.subject))
 
     @property
     def degraded(self) -> bool:

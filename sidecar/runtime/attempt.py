@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sidecar.core import ScoredRun, score_id_for
+from sidecar.core import ScoredRun, score_id_of
 from sidecar.core.runs import ScorerRunRequest, missing_parts
 from sidecar.scoring import Scorer, ScorerRunError
 from sidecar.scoring.deadline import run_deadline
@@ -81,7 +81,7 @@ async def attempt_scorer(
             result = await scorer.run(
                 input=request.input,
                 output=request.output,
-                run_id=score_id_for(scorer.fingerprint, target.trace_id, target.span_id),
+                run_id=score_id_of(scorer.fingerprint, request.subject),
                 ground_truth=ground_truth,
                 request_context=request_context,
             )
