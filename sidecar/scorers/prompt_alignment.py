@@ -3,7 +3,7 @@
 analyze (prompt step) → generate_score (function: the weighted formula) → generate_reason (prompt step).
 Where Mastra's code reuses the user score for the system part of ``both`` mode (a known TODO), we do
 what its documentation promises: the judge also assesses system compliance, and the final score is
-0.7 × user + 0.3 × system (see SPEC §2).
+0.7 × user + 0.3 × system.
 """
 
 from __future__ import annotations

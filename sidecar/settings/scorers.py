@@ -78,7 +78,7 @@ class ScorerSettings(_Frozen):
     """One scorer: what it is (``kind``), which judge, its options, and what it scores."""
 
     id: ScorerId  # unique; becomes the scorer's id in scores, metrics and spans
-    kind: str  # a prebuilt kind (PREBUILT_SCORER_KINDS) or "python: package.module:factory"
+    kind: str  # a registered kind (docs/scorers.md lists them) or "python: package.module:factory"
     judge: str | None = None  # a key of `judges`; required for LLM kinds
     options: dict[str, Any] = Field(default_factory=dict)  # passed to the scorer factory
     sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
