@@ -13,8 +13,8 @@ as ``key=value`` pairs):
   under a backlog the first commit can be the last). Goal: ``ratio`` = ours / raw ≥ 0.5. Also read once
   more by the same raw consumer running ``bench/python_floor.py``'s bare scoring on every record (parse,
   agent spans, texts, Dice, JSON; no models, metrics or produce): ``floor_ratio``, the most any Python
-  implementation of the same work could reach here in one process (its CPU per record is ~8x the raw
-  consumer's, so the re-read hardly matters to it).
+  implementation of the same work could reach here in one process (its CPU per record is many times the
+  raw consumer's, so the re-read hardly matters to it).
 * ``latency`` — the sidecar (content-similarity only) fed at a steady rate (1,000 traces/s for 20 s): every
   record is re-stamped right before sending so its spans end "now"; per score: arrival at a consumer of the
   score topic − the agent span's end time (also − the score record's Kafka timestamp). Scores still missing
@@ -28,9 +28,9 @@ as ``key=value`` pairs):
   ``scope: span`` on the same traffic, latency from a trace's last span to its score at 1,000 traces/s
   (goal: p99 < ``idle_s`` + 1 s), RSS draining a backlog (``bench/e2e_traces.py`` says how).
 * ``judge`` — a judge server subprocess with 200 ms latency that counts calls (``bench/e2e_scorers.py``;
-  ``--judge-server fixed``, the default, answers from one pre-encoded reply at ~0.04 ms of CPU per call, as
-  a remote provider takes none of the sidecar's cores; ``scripted`` is the tests' aiohttp server, ~0.4 ms
-  per call on the same cores as the client measured, ~20 % of this 2-core machine at 1,000 calls/s); raw
+  ``--judge-server fixed``, the default, answers from one pre-encoded reply at a fraction of the CPU of
+  ``scripted``, the tests' aiohttp server, which takes its CPU from the cores of the client measured, where
+  a remote provider takes none; docs/benchmarks.md has the figures); raw
   aiohttp at concurrency 256 (``bench/judge_overhead.py``'s client) against the sidecar with a one-prompt-step
   judge scorer (``python: bench.e2e_scorers:judge_factory``; judge max_concurrency 256)
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
@@ -374,9 +374,8 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
         variants.append(("kafka_scores + prometheus, 1 process", True, suffix_1w, 1))
     variants.append(("prometheus only, 1 process", False, "_prometheus_only", 1))
     for label, kafka_scores, suffix, workers in variants:
-        # A fresh backlog each, first read like the raw consumer's: the last variant, re-reading the topic,
-        # made the score sink look twice as costly as it is (sink off vs on in one process: 30-35 % faster
-        # on a re-read topic, 12-24 % on its own).
+        # A fresh backlog each, first read like the raw consumer's: a re-read topic reads faster, which made
+        # the score sink look twice as costly as it is (docs/benchmarks.md).
         topics = await new_topics(bootstrap, "throughput")
         await produce_backlog(bootstrap, topics[0], pool, args.traces)
         group = f"group{suffix}"
@@ -783,8 +782,8 @@ def main() -> None:
         "--judge-server",
         choices=("fixed", "scripted"),
         default="fixed",
-        help="judge: the stand-in (fixed: one pre-encoded reply, ~0.04 ms CPU per call; scripted: the tests' "
-        "aiohttp server, ~0.4 ms per call on the cores the sidecar uses)",
+        help="judge: the stand-in (fixed: one pre-encoded reply, a fraction of scripted's CPU per call; scripted: "
+        "the tests' aiohttp server, on the cores the sidecar uses)",
     )
     parser.add_argument("--timeout-s", type=float, default=900.0, help="max drain time per section")
     parser.add_argument("--workdir", help="keep sidecar configs and logs here (default: a temporary directory)")
