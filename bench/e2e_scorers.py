@@ -5,8 +5,9 @@
 * ``python -m bench.e2e_scorers --port P --latency-ms 200 --stats FILE [--server fixed|scripted]`` — a judge
   stand-in with a fixed latency, which also writes ``<calls> <monotonic s>`` to ``FILE`` every 0.1 s, so the
   bench counts judge calls at the server, whoever makes them. ``fixed`` (default):
-  ``sidecar.testing.fixed_judge_server``, ~0.04 ms of CPU per call; ``scripted``: the tests' aiohttp server
-  (``sidecar.testing.judge_server``), ~0.4 ms per call, taken from the same cores as the client measured.
+  ``sidecar.testing.fixed_judge_server``, a fraction of ``scripted``'s CPU per call; ``scripted``: the tests'
+  aiohttp server (``sidecar.testing.judge_server``), whose CPU is taken from the cores of the client measured
+  (docs/benchmarks.md has the figures).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from bench import e2e
+from bench import e2e_harness as harness
 
 __all__ = ["section_trace"]
 
@@ -163,7 +163,7 @@ def _last_end(template: TraceTemplate) -> int:
 
 async def produce_trace_backlog(bootstrap: str, topic: str, pool: list[TraceTemplate], count: int) -> float:
     """``count`` traces (3 records each), interleaved by waves of 100 as a busy partition holds them."""
-    producer = e2e.producer_for(bootstrap)
+    producer = harness.producer_for(bootstrap)
     await producer.start()
     started = time.perf_counter()
     try:
@@ -191,9 +191,9 @@ async def _drain_backlog(
     args: argparse.Namespace, bootstrap: str, pool: list[TraceTemplate], work: Path, scope: str, count: int,
     *, interval_s: float = 0.1, name: str = "trace",
 ) -> dict[str, Any]:  # fmt: skip
-    topics = await e2e.new_topics(bootstrap, name)
+    topics = await harness.new_topics(bootstrap, name)
     await produce_trace_backlog(bootstrap, topics[0], pool, count)
-    sidecar = e2e.make_sidecar(
+    sidecar = harness.make_sidecar(
         bootstrap,
         topics,
         work / f"{name}-{scope}",
@@ -202,11 +202,11 @@ async def _drain_backlog(
     )
     sidecar.start()
     try:
-        async with e2e.Committed(bootstrap, f"{topics[0]}-group", topics[0]) as committed:
+        async with harness.Committed(bootstrap, f"{topics[0]}-group", topics[0]) as committed:
             await sidecar.wait_ready(60)
-            return await e2e.drain(sidecar, committed, 3 * count, args.timeout_s, interval_s, partial=True)
+            return await harness.drain(sidecar, committed, 3 * count, args.timeout_s, interval_s, partial=True)
     finally:
-        e2e.stop_sidecar(sidecar)
+        harness.stop_sidecar(sidecar)
 
 
 async def _throughput(args: argparse.Namespace, bootstrap: str, pool: list[TraceTemplate], work: Path) -> dict:
@@ -229,10 +229,10 @@ async def _throughput(args: argparse.Namespace, bootstrap: str, pool: list[Trace
 async def _latency(
     args: argparse.Namespace, bootstrap: str, pool: list[TraceTemplate], work: Path, rate: float, broker_pid: int | None
 ) -> dict:
-    topics = await e2e.new_topics(bootstrap, "trace-latency")
+    topics = await harness.new_topics(bootstrap, "trace-latency")
     spans_topic, scores_topic, _ = topics
     idle_s = args.trace_idle_s
-    sidecar = e2e.make_sidecar(
+    sidecar = harness.make_sidecar(
         bootstrap,
         topics,
         work / "trace-latency",
@@ -245,7 +245,7 @@ async def _latency(
     ends: dict[str, int] = {}
     last_ends = [_last_end(t) for t in pool]
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=50, auto_offset_reset="earliest")
-    producer = e2e.producer_for(bootstrap)
+    producer = harness.producer_for(bootstrap)
     stopping = asyncio.Event()
 
     async def collect() -> None:
@@ -274,12 +274,12 @@ async def _latency(
         collector = asyncio.create_task(collect())
         await sidecar.wait_ready(60)
         warm = [await send(i) for i in range(50)]
-        await e2e.wait_until(lambda: all(k in arrivals for k in warm), 60)
+        await harness.wait_until(lambda: all(k in arrivals for k in warm), 60)
         ends.clear()
         total = int(rate * args.duration_s)
         assert sidecar.process is not None
         pids = (sidecar.process.pid, broker_pid)
-        cpu0 = [e2e.process_cpu_s(pid) if pid else 0.0 for pid in pids]
+        cpu0 = [harness.process_cpu_s(pid) if pid else 0.0 for pid in pids]
         own0 = _own_cpu_s()
         started = time.monotonic()
         sent = 0
@@ -290,14 +290,14 @@ async def _latency(
                 sent += 1
             await asyncio.sleep(0.005)
         send_s = time.monotonic() - started
-        cpu1 = [e2e.process_cpu_s(pid) if pid else 0.0 for pid in pids]
+        cpu1 = [harness.process_cpu_s(pid) if pid else 0.0 for pid in pids]
         sidecar_cores, broker_cores = ((b - a) / send_s for a, b in zip(cpu0, cpu1, strict=True))
         generator_cores = (_own_cpu_s() - own0) / send_s
-        await e2e.wait_until(lambda: all(k in arrivals for k in ends), args.latency_grace_s + idle_s)
+        await harness.wait_until(lambda: all(k in arrivals for k in ends), args.latency_grace_s + idle_s)
         stopping.set()
         await collector
     finally:
-        e2e.stop_sidecar(sidecar)
+        harness.stop_sidecar(sidecar)
         await producer.stop()
         await consumer.stop()
     latencies = sorted(arrivals[k] - end / 1e9 for k, end in ends.items() if k in arrivals)

@@ -146,7 +146,7 @@ async def _drive(call: Call, calls: int, concurrency: int) -> None:
 
 async def _settle(max_s: float = 5.0) -> None:
     """Wait until this process is idle: litellm finishes its per-call logging in background tasks and
-    threads after the call returns (~0.1 s of CPU after a burst of calls)."""
+    threads after the call returns (docs/benchmarks.md: how much)."""
     deadline = time.monotonic() + max_s
     while time.monotonic() < deadline:
         cpu0 = time.process_time()
@@ -249,8 +249,8 @@ async def _bench_litellm(args: argparse.Namespace, url: str, server_pid: int) ->
 
 
 def _run_litellm_child(args: argparse.Namespace, url: str, server_pid: int) -> Measurement:
-    """litellm in a process of its own: its import leaves a heap of ~370k objects that every full
-    collection would rescan, and it finishes per-call logging in background threads after each call;
+    """litellm in a process of its own: its import leaves a heap (docs/benchmarks.md: how large) that every
+    full collection would rescan, and it finishes per-call logging in background threads after each call;
     in this process either would be charged to whichever client happened to run next."""
     command = [
         sys.executable,

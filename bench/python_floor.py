@@ -74,7 +74,7 @@ def _rate(pool: list[bytes], work: Callable[[bytes], object], rounds: int = 5) -
 
 
 def main() -> None:
-    from bench.e2e import build_pool
+    from bench.e2e_harness import build_pool
     from sidecar.conventions.selection import Selection
     from sidecar.ingest.pipeline import IngestConfig, process_record_multi
 

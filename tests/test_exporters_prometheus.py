@@ -49,7 +49,7 @@ from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.types import JudgeCall, JudgeExecution
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import judge_client
-from tests.support.runs import scored_run_of
+from tests.support.runs import finished_run, scored_run_of
 
 MODEL = "openai/gpt-4o-mini"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -461,9 +461,9 @@ async def test_runtime_metrics_and_dead_letters() -> None:
         assert has_series(samples, "scoring_sidecar_judge_calls_total", judge_model=MODEL, outcome=outcome)
     assert value(samples, "scoring_sidecar_build_info", version="9.9.9") == 1
 
-    metrics.set_judge_state(MODEL, "half_open")  # still holding calls
+    metrics.judge_state_changed(MODEL, "half_open")  # still holding calls
     assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 1
-    metrics.set_judge_state(MODEL, "closed")
+    metrics.judge_state_changed(MODEL, "closed")
     assert metrics.registry.get_sample_value("scoring_sidecar_judge_paused", {"judge_model": MODEL}) == 0
     assert (
         metrics.registry.get_sample_value("scoring_sidecar_judge_state", {"judge_model": MODEL, "state": "closed"}) == 1
@@ -522,11 +522,11 @@ async def test_judge_pause_reason_follows_the_gate_through_a_pause_a_recheck_and
 def test_bounded_label_values_are_checked() -> None:
     metrics = SidecarMetrics()
     with pytest.raises(ValueError, match="skip outcome"):
-        metrics.count_skipped("verdict", "scored")  # type: ignore[arg-type]
+        metrics.runs_skipped("verdict", "unknown", "scored", 1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="scorer outcome"):
-        metrics.count_run("verdict", "a", "exploded")  # type: ignore[arg-type]
+        metrics.run_finished(finished_run("verdict", "a", "exploded"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="shed reason"):
-        metrics.count_judge_shed(MODEL, "bored")  # type: ignore[arg-type]
+        metrics.runs_skipped("verdict", "a", "shed", 1, judge=MODEL, shed_reason="bored")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="scale"):
         metrics.set_scorer_scale("rating", 0)
     with pytest.raises(ValueError, match="scale"):
@@ -538,13 +538,17 @@ def test_score_normalisation_and_latency_clock() -> None:
     assert normalise_score(-1) == 0.0 and normalise_score(3) == 1.0 and normalise_score(0.42) == 0.42
     assert normalise_score(float("nan")) is None and normalise_score(float("inf")) is None
     now = 1_700_000_000 * 10**9
-    metrics = SidecarMetrics(clock_ns=lambda: now)
-    assert metrics.observe_score("s", "a", 4, scale=5, trace_id=new_trace_id()) == pytest.approx(0.8)
-    assert metrics.observe_score("s", "a", float("nan")) is None
-    metrics.observe_score_latency("s", now - 2_500_000_000)
-    metrics.observe_score_latency("s", now + 10**9)  # clock skew: clamped to 0
-    metrics.observe_score_latency("s", 0)  # unknown span end: not observed
+    metrics = SidecarMetrics(clock_ns=lambda: now, scales={"s": 5})
     get = metrics.registry.get_sample_value
+    metrics.run_finished(
+        finished_run("s", "a", "scored", 4, trace_id=new_trace_id(), span_end_unix_nano=now - 2_500_000_000)
+    )
+    assert get("scoring_sidecar_score_sum", {"scorer": "s", "agent": "a"}) == pytest.approx(0.8)
+    nan = float("nan")  # no score to observe
+    # Clock skew: clamped to 0.
+    metrics.run_finished(finished_run("s", "a", "scored", nan, span_end_unix_nano=now + 10**9))
+    # Unknown span end: not observed.
+    metrics.run_finished(finished_run("s", "a", "scored", nan, span_end_unix_nano=0))
     assert get("scoring_sidecar_score_count", {"scorer": "s", "agent": "a"}) == 1
     assert get("scoring_sidecar_score_latency_seconds_count", {"scorer": "s"}) == 2
     assert get("scoring_sidecar_score_latency_seconds_sum", {"scorer": "s"}) == pytest.approx(2.5)

@@ -23,6 +23,7 @@ from exporters.worker_metrics import WorkerPoolMetrics, merge_worker_metrics
 from sidecar.app.supervisor import RestartPolicy, Supervisor, limits_below_worker_count
 from sidecar.app.worker_share import settings_for_worker, worker_share
 from sidecar.settings import load_settings
+from tests.support.runs import finished_run
 
 CONFIG = """
 kafka: {bootstrap_servers: "127.0.0.1:9092", topics: [spans], group_id: g}
@@ -68,9 +69,9 @@ def test_each_worker_gets_its_part_of_the_pods_judge_limits(tmp_path: Path) -> N
 
 def worker_exposition(scored: int, trace_id: str) -> str:
     metrics = SidecarMetrics(version="1.2.3")
-    metrics.count_run("sim", "travel", "scored", scored, trace_id=trace_id)
-    metrics.observe_score("sim", "travel", 0.5, trace_id=trace_id)
-    metrics.set_consumer_lag("spans", scored, 3)
+    for _ in range(scored):
+        metrics.run_finished(finished_run("sim", "travel", "scored", 0.5, trace_id=trace_id))
+    metrics.consumer_lag("spans", scored, 3)
     return generate_openmetrics(metrics.registry).decode()
 
 

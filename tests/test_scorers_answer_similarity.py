@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sidecar.scorers import AnswerSimilarityOptions, create_answer_similarity_scorer
 from sidecar.scorers.answer_similarity import SemanticUnits, SimilarityAnalysis, answer_similarity_score
 from sidecar.scorers.answer_similarity_prompts import NO_GROUND_TRUTH_REASON_PROMPT
-from sidecar.scorers.judged import js_truthy
+from sidecar.scorers.quality_common import js_truthy
 from sidecar.scoring import ScorerRunError
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted

@@ -19,7 +19,7 @@ from sidecar.scorers.context_recall import (
     context_recall_score,
     ground_truth_text,
 )
-from sidecar.scorers.judging import ExtractedClaims
+from sidecar.scorers.rag_common import ExtractedClaims
 from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message

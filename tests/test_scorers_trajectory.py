@@ -12,17 +12,14 @@ from hypothesis import strategies as st
 
 from sidecar.scorers import create_trajectory_accuracy_scorer_code
 from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.trajectory import (
-    ExpectedStep,
-    Trajectory,
+from sidecar.scorers.trajectory import ExpectedStep, Trajectory, expectation_from_ground_truth, extract_trajectory
+from sidecar.scorers.trajectory_accuracy import NO_EXPECTED_TRAJECTORY, TrajectoryAccuracyPreprocess
+from sidecar.scorers.trajectory_checks import (
     analyze_tool_failures,
     check_trajectory_blacklist,
     check_trajectory_efficiency,
     compare_trajectories,
-    expectation_from_ground_truth,
-    extract_trajectory,
 )
-from sidecar.scorers.trajectory_accuracy import NO_EXPECTED_TRAJECTORY, TrajectoryAccuracyPreprocess
 from sidecar.settings import SettingsError, load_settings
 from tests.support.tool_runs import invocation, live_config, message, run_with_tools
 

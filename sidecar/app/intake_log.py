@@ -17,6 +17,7 @@ from collections import Counter
 
 from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
 from sidecar.core.scored import ScoredRun
+from sidecar.scoring.judge.errors import ShedReason
 
 __all__ = ["IntakeTally", "log_intake"]
 
@@ -46,7 +47,16 @@ class IntakeTally(ServiceObserver):
     def dead_lettered(self, reason: str, n: int = 1) -> None:
         self.dead_letters[reason] += n
 
-    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
+    def runs_skipped(
+        self,
+        scorer: str,
+        agent: str,
+        outcome: SkipOutcome,
+        n: int,
+        *,
+        judge: str = "",
+        shed_reason: ShedReason = "spend_cap",
+    ) -> None:
         self.runs[(scorer or "any scorer", outcome)] += n
 
     def run_finished(self, run: ScoredRun) -> None:

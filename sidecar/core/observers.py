@@ -24,7 +24,7 @@ from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
 
-__all__ = ["IngestSkipReason", "Observers", "ServiceObserver", "SkipOutcome"]
+__all__ = ["IngestSkipReason", "JudgePauseReason", "JudgeState", "Observers", "ServiceObserver", "SkipOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
 # Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content.
 IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content"]
+# A judge gate's states: calls flow (closed), held after faults (open), one probe call in flight (half_open),
+# held until a re-check passes after an auth, quota or model error (paused).
+JudgeState = Literal["closed", "open", "half_open", "paused"]
+# Why a gate is paused: the judge answered 401, 402 or insufficient_quota, 403, 404.
+JudgePauseReason = Literal["authentication", "payment_required", "permission_denied", "not_found"]
 
 
 class ServiceObserver:
@@ -61,8 +66,18 @@ class ServiceObserver:
         """``n`` spans arrived for a trace that ``scorer`` (a trace-scope scorer) had already scored."""
 
     # -- runs --------------------------------------------------------------------------------------------
-    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
-        """Candidate runs that never ran (``scorer`` ``""`` when the skip is not per scorer; ``judge`` for shed)."""
+    def runs_skipped(
+        self,
+        scorer: str,
+        agent: str,
+        outcome: SkipOutcome,
+        n: int,
+        *,
+        judge: str = "",
+        shed_reason: ShedReason = "spend_cap",
+    ) -> None:
+        """Candidate runs that never ran (``scorer`` ``""`` when the skip is not per scorer); for ``shed``, the
+        judge whose gate refused and why (``run`` sheds only at a spend cap: judge faults hold)."""
 
     def run_finished(self, run: ScoredRun) -> None:
         """A run ended (scored, failed or not scorable), before it is handed to the sinks."""
@@ -74,8 +89,8 @@ class ServiceObserver:
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
         """One judge HTTP call ended, whatever its outcome and whatever becomes of its run."""
 
-    def judge_state_changed(self, judge: str, state: str) -> None:
-        """A judge's gate changed state (``closed``, ``open``, ``half_open``, ``paused``)."""
+    def judge_state_changed(self, judge: str, state: JudgeState) -> None:
+        """A judge's gate changed state."""
 
     def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
         """Estimated spend of a judge within its spend-cap window changed."""
@@ -136,8 +151,17 @@ class Observers(ServiceObserver):
     def late_spans(self, scorer: str, n: int) -> None:
         self._emit("late_spans", scorer, n)
 
-    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
-        self._emit("runs_skipped", scorer, agent, outcome, n, judge=judge)
+    def runs_skipped(
+        self,
+        scorer: str,
+        agent: str,
+        outcome: SkipOutcome,
+        n: int,
+        *,
+        judge: str = "",
+        shed_reason: ShedReason = "spend_cap",
+    ) -> None:
+        self._emit("runs_skipped", scorer, agent, outcome, n, judge=judge, shed_reason=shed_reason)
 
     def run_finished(self, run: ScoredRun) -> None:
         self._emit("run_finished", run)
@@ -148,7 +172,7 @@ class Observers(ServiceObserver):
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
         self._emit("judge_call_finished", model, request, call)
 
-    def judge_state_changed(self, judge: str, state: str) -> None:
+    def judge_state_changed(self, judge: str, state: JudgeState) -> None:
         self._emit("judge_state_changed", judge, state)
 
     def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:

@@ -13,8 +13,7 @@ What runs, all in this process except the broker:
   and the demo says so.
 
 Memory: Tansu keeps every record in memory (no retention), so the producer stops after ``--max-records``
-traces (default 3000: 10 minutes at 5/s; measured: Tansu's resident memory grows to ~105 MB with those traces
-and their 6000 score records, about 35 KB per trace, most of it the prompt-alignment records); scoring goes on.
+traces (default 3000: 10 minutes at 5/s; docs/benchmarks.md has the broker's memory for them); scoring goes on.
 
 A summary table (scores per agent and scorer, judge tokens and estimated cost, latency percentiles over
 the last minute, failures and shed work) is printed every ``--interval`` seconds, from the service's event

@@ -108,7 +108,16 @@ class DemoSummary(ServiceObserver):
     def runs_in_flight(self, n: int) -> None:
         self.in_flight = n
 
-    def runs_skipped(self, scorer: str, agent: str, outcome: SkipOutcome, n: int, *, judge: str = "") -> None:
+    def runs_skipped(
+        self,
+        scorer: str,
+        agent: str,
+        outcome: SkipOutcome,
+        n: int,
+        *,
+        judge: str = "",
+        shed_reason: ShedReason = "spend_cap",
+    ) -> None:
         if outcome == "shed":
             self.cell(agent, scorer).shed += n
 

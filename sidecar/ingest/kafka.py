@@ -2,7 +2,7 @@
 
 All decisions are made by :func:`sidecar.ingest.pipeline.process_record`; this module moves bytes.
 Offsets are *not* committed here: the runtime commits a record once its runs are exported
-(SPEC §5). Dead letters are delivered before :meth:`TraceIngestor.poll` returns, so a record whose
+(docs/delivery.md). Dead letters are delivered before :meth:`TraceIngestor.poll` returns, so a record whose
 dead letters are lost is never committed.
 """
 

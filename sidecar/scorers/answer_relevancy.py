@@ -17,9 +17,10 @@ from sidecar.scorers.answer_relevancy_prompts import (
     create_reason_prompt,
     create_score_prompt,
 )
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions, YesNoUnsure, js_json
+from sidecar.scorers.quality_common import ScorerOptions, js_json
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
+from sidecar.scorers.verdicts import JudgeOutput, YesNoUnsure
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 

@@ -25,9 +25,10 @@ from sidecar.scorers.answer_similarity_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions, js_json, js_truthy
+from sidecar.scorers.quality_common import ScorerOptions, js_json, js_truthy
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 

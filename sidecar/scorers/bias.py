@@ -17,9 +17,10 @@ from sidecar.scorers.bias_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions, YesNo
+from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output
+from sidecar.scorers.verdicts import JudgeOutput, YesNo
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 

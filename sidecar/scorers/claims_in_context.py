@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.context import NO_CONTEXT_REASON, ContextExtractor, RetrievedContext, find_context, js_json
-from sidecar.scorers.judging import ExtractedClaims, JudgeOutput, options_version
+from sidecar.scorers.rag_common import ExtractedClaims, options_version
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 

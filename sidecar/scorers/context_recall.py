@@ -27,8 +27,9 @@ from sidecar.scorers.context_recall_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
-from sidecar.scorers.judging import ExtractedClaims, JudgeOutput, YesNo, options_version
+from sidecar.scorers.rag_common import ExtractedClaims, options_version
 from sidecar.scorers.registry import scorer_kind
+from sidecar.scorers.verdicts import JudgeOutput, YesNo
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 

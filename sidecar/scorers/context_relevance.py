@@ -28,9 +28,10 @@ from sidecar.scorers.context_relevance_prompts import (
     create_no_context_reason_prompt,
     create_reason_prompt,
 )
-from sidecar.scorers.judging import JudgeOutput, options_version
+from sidecar.scorers.rag_common import options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 

@@ -18,8 +18,8 @@ from sidecar.scorers.claims_in_context import (
     share_of_yes,
 )
 from sidecar.scorers.context import ContextExtractor
-from sidecar.scorers.judging import JudgeOutput, YesNoUnsure
 from sidecar.scorers.registry import scorer_kind
+from sidecar.scorers.verdicts import JudgeOutput, YesNoUnsure
 from sidecar.scoring import JudgeModel, Scorer
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.scorers.judging import create_claim_extraction_prompt, numbered
+from sidecar.scorers.rag_common import create_claim_extraction_prompt, numbered
 from sidecar.scoring.prompting import UNTRUSTED_CONTENT_NOTICE, js_number, quote_untrusted
 
 __all__ = ["INSTRUCTIONS", "create_analyze_prompt", "create_extract_prompt", "create_reason_prompt"]

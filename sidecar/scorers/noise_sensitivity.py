@@ -21,10 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.context import js_json
-from sidecar.scorers.judging import JudgeOutput, UnitScore, options_version
 from sidecar.scorers.noise_sensitivity_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
+from sidecar.scorers.rag_common import options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
+from sidecar.scorers.verdicts import JudgeOutput, UnitScore
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 

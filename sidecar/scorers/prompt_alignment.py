@@ -3,14 +3,14 @@
 analyze (prompt step) → generate_score (function: the weighted formula) → generate_reason (prompt step).
 Where Mastra's code reuses the user score for the system part of ``both`` mode (a known TODO), we do
 what its documentation promises: the judge also assesses system compliance, and the final score is
-0.7 × user + 0.3 × system (see SPEC §2).
+0.7 × user + 0.3 × system.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.prompt_alignment_prompts import (
@@ -28,6 +28,7 @@ from sidecar.scorers.text import (
     get_user_message_from_run_input,
     is_agent_run_input,
 )
+from sidecar.scorers.verdicts import JudgeOutput, UnitScore
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 from sidecar.scoring.types import to_json_value
@@ -43,52 +44,38 @@ __all__ = [
 ]
 
 
-def _unit_interval(value: float) -> float:
-    # Checked here rather than as JSON-schema bounds: some providers reject minimum/maximum in schemas.
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("Score must be between 0 and 1")
-    return value
-
-
-UnitScore = Annotated[float, AfterValidator(_unit_interval)]
-
-
-class _Analysis(BaseModel):
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class IntentAlignment(_Analysis):
+class IntentAlignment(JudgeOutput):
     score: UnitScore
     primary_intent: str
     is_addressed: bool
     reasoning: str
 
 
-class Requirement(_Analysis):
+class Requirement(JudgeOutput):
     requirement: str
     is_fulfilled: bool
     reasoning: str
 
 
-class RequirementsFulfillment(_Analysis):
+class RequirementsFulfillment(JudgeOutput):
     requirements: tuple[Requirement, ...]
     overall_score: UnitScore
 
 
-class Completeness(_Analysis):
+class Completeness(JudgeOutput):
     score: UnitScore
     missing_elements: tuple[str, ...]
     reasoning: str
 
 
-class ResponseAppropriateness(_Analysis):
+class ResponseAppropriateness(JudgeOutput):
     score: UnitScore
     format_alignment: bool
     tone_alignment: bool
     reasoning: str
 
 
-class AlignmentDimensions(_Analysis):
+class AlignmentDimensions(JudgeOutput):
     intent_alignment: IntentAlignment
     requirements_fulfillment: RequirementsFulfillment
     completeness: Completeness

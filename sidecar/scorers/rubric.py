@@ -20,10 +20,11 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, StrictBool, ValidationError, model_validator
 
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions, js_json
+from sidecar.scorers.quality_common import ScorerOptions, js_json
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.rubric_prompts import INSTRUCTIONS, NO_RUBRIC_PROMPT, CriterionToGrade, create_analyze_prompt
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number
 from sidecar.scoring.types import to_json_value

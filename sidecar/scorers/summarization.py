@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import StrictBool, field_validator
 
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions
+from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.summarization_prompts import (
     INSTRUCTIONS,
@@ -38,6 +38,7 @@ from sidecar.scorers.text import (
     is_agent_run_input,
     is_agent_run_output,
 )
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 

@@ -18,6 +18,7 @@ from sidecar.scorers.tool_call_accuracy import require_agent_messages
 from sidecar.scorers.tool_call_accuracy_llm_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
 from sidecar.scorers.tools import extract_tool_calls
 from sidecar.scorers.tools_common import apply_scale, options_version, scale_of
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import round_to_two_decimals
 
@@ -62,17 +63,13 @@ class ToolCallAccuracyLLMOptions(BaseModel):
     scale: float | None = None
 
 
-class _Judged(BaseModel):
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class ToolEvaluation(_Judged):
+class ToolEvaluation(JudgeOutput):
     tool_called: str
     was_appropriate: bool
     reasoning: str
 
 
-class ToolSelectionAnalysis(_Judged):
+class ToolSelectionAnalysis(JudgeOutput):
     evaluations: tuple[ToolEvaluation, ...]
     missing_tools: tuple[str, ...] | None = None
 

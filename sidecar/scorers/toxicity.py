@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.scorers.judged import JudgeOutput, ScorerOptions, YesNo
+from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
 from sidecar.scorers.toxicity_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
+from sidecar.scorers.verdicts import JudgeOutput, YesNo
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import js_number, round_to_two_decimals
 

@@ -18,13 +18,12 @@ from sidecar.scorers.trajectory import (
     ExpectedStep,
     Ordering,
     Trajectory,
-    TrajectoryComparison,
     TrajectoryExpectation,
-    compare_trajectories,
     expectation_from_ground_truth,
     expected_steps_from,
     extract_trajectory,
 )
+from sidecar.scorers.trajectory_checks import TrajectoryComparison, compare_trajectories
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
 
 __all__ = [

@@ -25,6 +25,7 @@ from sidecar.scorers.trajectory import (
     js_json,
 )
 from sidecar.scorers.trajectory_llm_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import round_to_two_decimals
 
@@ -59,18 +60,14 @@ class TrajectoryLLMOptions(BaseModel):
         return expected_steps_from(list(value) if isinstance(value, tuple) else value)
 
 
-class _Judged(BaseModel):
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-class StepEvaluation(_Judged):
+class StepEvaluation(JudgeOutput):
     step_name: str
     was_necessary: bool
     was_in_order: bool
     reasoning: str
 
 
-class TrajectoryAnalysis(_Judged):
+class TrajectoryAnalysis(JudgeOutput):
     step_evaluations: tuple[StepEvaluation, ...]
     missing_steps: tuple[str, ...] | None = None
     extra_steps: tuple[str, ...] | None = None

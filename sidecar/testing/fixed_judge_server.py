@@ -1,9 +1,10 @@
 """An OpenAI-compatible judge stand-in for load tests: every request gets the same reply after a fixed delay.
 
-``JudgeServer`` (aiohttp, scripted replies) costs ~0.4 ms of CPU per request. On a machine the sidecar
-shares with it, that is CPU taken from the sidecar under test, which a remote provider would not take.
-This server answers from one pre-encoded response with a timer per request (no task, no JSON parsing
-of the request), ~10x cheaper, so a load test measures the client, not its stand-in.
+``JudgeServer`` (aiohttp, scripted replies) spends CPU on every request. On a machine the sidecar shares
+with it, that is CPU taken from the sidecar under test, which a remote provider would not take. This
+server answers from one pre-encoded response with a timer per request (no task, no JSON parsing of the
+request), at a fraction of that CPU (docs/benchmarks.md), so a load test measures the client, not its
+stand-in.
 
 It speaks HTTP/1.1 with keep-alive and Content-Length bodies, which is what judge clients send; chunked
 request bodies and ``Expect: 100-continue`` are answered 400 (no judge client sends them).

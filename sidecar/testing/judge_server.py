@@ -183,8 +183,8 @@ def main() -> None:
     parser.add_argument(
         "--fixed",
         action="store_true",
-        help="serve with sidecar.testing.fixed_judge_server: one pre-encoded reply, ~10x less CPU per request "
-        "(load tests on the machine the client runs on)",
+        help="serve with sidecar.testing.fixed_judge_server: one pre-encoded reply, a fraction of the CPU per "
+        "request (load tests on the machine the client runs on)",
     )
     args = parser.parse_args()
 

@@ -1,10 +1,10 @@
 """A real Arize Phoenix server for the tests: ``phoenix serve`` from the ``arize-phoenix`` package (the dev
 extra), on loopback, with SQLite in a temporary working directory.
 
-One server per test session, started by the first test that asks for it (``phoenix``): it takes ~15-25 s
-to become healthy and ~0.5 GB of memory. Tests isolate themselves by project names and span ids. Reads go
-through Phoenix's documented REST API (``/v1/projects/{project}/spans``, ``/v1/projects/{project}/
-span_annotations``); traces go in over OTLP/HTTP like any instrumented app's.
+One server per test session, started by the first test that asks for it (``phoenix``): it is slow to become
+healthy and large in memory (docs/phoenix.md has the figures). Tests isolate themselves by project names and
+span ids. Reads go through Phoenix's documented REST API (``/v1/projects/{project}/spans``,
+``/v1/projects/{project}/span_annotations``); traces go in over OTLP/HTTP like any instrumented app's.
 
 Without the package the tests that need it are skipped, saying so; under CI (``CI`` set) they fail instead,
 since ``.ci/run`` installs it.

@@ -1,4 +1,5 @@
-"""Finished scorer runs for exporter tests: a real scorer run, wrapped as the runtime wraps it."""
+"""Finished scorer runs for exporter tests: a real scorer run, wrapped as the runtime wraps it, or a run's
+record made directly (for what no real scorer returns, such as a NaN score)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import time
 from typing import Any
 
 from sidecar.core import RunOutcome, ScoredRun
-from sidecar.core.runs import ScorerRunRequest
-from sidecar.scoring import Scorer, ScorerRunError
+from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.scoring import AgentRunInput, Scorer, ScorerRunError
 from sidecar.scoring.types import ScorerRunResult
 
-__all__ = ["scored_run_of"]
+__all__ = ["finished_run", "scored_run_of"]
 
 _UNSET: Any = object()
 
@@ -54,4 +55,31 @@ async def scored_run_of(
         started_unix_nano=started,
         finished_unix_nano=finished_unix_nano if finished_unix_nano is not None else time.time_ns(),
         agent_label=agent_label,
+    )
+
+
+def finished_run(
+    scorer: str,
+    agent: str,
+    outcome: RunOutcome,
+    score: float | None = None,
+    *,
+    trace_id: str = "0" * 31 + "1",
+    span_end_unix_nano: int = 0,
+) -> ScoredRun:
+    """The record of a run that ended with ``outcome`` and ``score`` on a span that ended at
+    ``span_end_unix_nano`` (0: unknown)."""
+    target = SpanTarget(trace_id=trace_id, span_id="0" * 15 + "1", end_time_unix_nano=span_end_unix_nano)
+    result = ScorerRunResult(run_id="r", score=score) if score is not None else None
+    return ScoredRun(
+        request=ScorerRunRequest(target=target, input=AgentRunInput(), output=()),
+        scorer_id=scorer,
+        scorer_name=scorer,
+        scorer_fingerprint="f",
+        outcome=outcome,
+        result=result,
+        error=None,
+        started_unix_nano=0,
+        finished_unix_nano=0,
+        agent_label=agent,
     )

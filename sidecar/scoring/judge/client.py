@@ -101,7 +101,7 @@ class CallGate:
         return None
 
     def mark(self) -> int:
-        """An opaque position in the judge's history of answered calls (see ``answered_since``)."""
+        """An opaque position in the judge's history of answered calls (read back by ``is_own_failure``)."""
         return 0
 
     def is_own_failure(self, call: JudgeCall, mark: int) -> bool:

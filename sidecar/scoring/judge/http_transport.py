@@ -1,10 +1,11 @@
 """The fast path: OpenAI-compatible chat completions over one shared aiohttp session per transport.
 
-litellm spends several milliseconds of CPU per call; at hundreds of judge calls per second that, not the
-judge, would bound the sidecar. This transport speaks only the OpenAI wire format and reports usage,
-errors and cost exactly as the litellm transport does (a test runs both against the same server and
-compares the records). Failures: ``TimeoutError`` → ``Timeout``; anything wrong with the connection, TLS,
-the proxy or the response's framing → ``APIConnectionError``; an HTTP error status → ``error_for_status``.
+litellm spends many times a bare POST's CPU per call (docs/judge-transport.md); at hundreds of judge calls
+per second that, not the judge, would bound the sidecar. This transport speaks only the OpenAI wire format
+and reports usage, errors and cost exactly as the litellm transport does (a test runs both against the same
+server and compares the records). Failures: ``TimeoutError`` → ``Timeout``; anything wrong with the
+connection, TLS, the proxy or the response's framing → ``APIConnectionError``; an HTTP error status →
+``error_for_status``.
 
 TLS trusts the judge's ``ca_bundle`` or the default paths (``SSL_CERT_FILE``); the proxy comes from
 ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. Both are settled when the transport is made

@@ -84,7 +84,7 @@ def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: s
         ) from exc
 
 
-# Generating a JSON schema costs ~1 ms of CPU: once per schema class, not once per judge call. The
+# Generating a JSON schema is costly (docs/benchmarks.md): once per schema class, not once per judge call. The
 # cache keeps the JSON text (a fresh dict per call, so no caller can alter another's schema) and does
 # not keep dynamically created schema classes alive.
 _schema_texts: weakref.WeakKeyDictionary[type[BaseModel], str] = weakref.WeakKeyDictionary()

@@ -1,56 +1,20 @@
-"""Pieces the judged RAG scorers share: verdict vocabularies, claim extraction, a version per options.
+"""What the judged RAG kinds (docs/scorers-context.md) share besides the verdict types
+(``sidecar.scorers.verdicts``): claim extraction, numbered lists, a version per options.
 
 Faithfulness, hallucination and context recall all start the way Mastra's do: the judge breaks a text
-into atomic claims (``{"claims": [...]}``), then gives one verdict per claim. The verdict words are the
-vocabulary each formula counts, so the schemas accept only those words (case and surrounding spaces
-ignored, as Mastra's ``verdict.toLowerCase().trim()`` does): any other word is a format error, which
-gets the judge one fallback attempt, never a silently uncounted verdict.
+into atomic claims (``{"claims": [...]}``), then gives one verdict per claim.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 
+from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring.prompting import quote_untrusted
 
-__all__ = [
-    "ExtractedClaims",
-    "JudgeOutput",
-    "UnitScore",
-    "YesNo",
-    "YesNoUnsure",
-    "create_claim_extraction_prompt",
-    "numbered",
-    "options_version",
-]
-
-
-def _normalised_word(value: Any) -> Any:
-    return value.strip().lower() if isinstance(value, str) else value
-
-
-YesNo = Annotated[Literal["yes", "no"], BeforeValidator(_normalised_word)]
-YesNoUnsure = Annotated[Literal["yes", "no", "unsure"], BeforeValidator(_normalised_word)]
-
-
-def _unit_interval(value: float) -> float:
-    # Checked here rather than as JSON-schema bounds: some providers reject minimum/maximum in schemas.
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("must be between 0 and 1")
-    return value
-
-
-UnitScore = Annotated[float, AfterValidator(_unit_interval)]
-
-
-class JudgeOutput(BaseModel):
-    """Base of the judge's structured outputs: immutable, camelCase on the wire, extra keys ignored."""
-
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
+__all__ = ["ExtractedClaims", "create_claim_extraction_prompt", "numbered", "options_version"]
 
 
 class ExtractedClaims(JudgeOutput):

@@ -1,42 +1,23 @@
-"""What the LLM-judged scorers share: their options' and judge outputs' model bases, the verdict
-vocabularies, and the JavaScript semantics their formulas depend on (truthiness, ``JSON.stringify``).
-
-Mastra's schemas type every verdict as a free string and its formulas compare ``verdict.trim().toLowerCase()``
-with ``'yes'`` (or ``'unsure'``). We keep that leniency (``" Yes"`` counts as yes) but nothing else: a verdict
-outside the vocabulary is a format error, so the judge gets its one fallback attempt instead of the verdict
-silently counting as "no".
-"""
+"""What the output-quality kinds (docs/scorers-quality.md) share besides the verdict types
+(``sidecar.scorers.verdicts``): their options' model base, and the JavaScript semantics their formulas
+depend on (truthiness, ``JSON.stringify``)."""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-__all__ = ["JudgeOutput", "ScorerOptions", "YesNo", "YesNoUnsure", "js_json", "js_truthy"]
+__all__ = ["ScorerOptions", "js_json", "js_truthy"]
 
 
 class ScorerOptions(BaseModel):
     """Options of a prebuilt kind: immutable, unknown keys rejected, Mastra's camelCase accepted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
-
-
-class JudgeOutput(BaseModel):
-    """What a prompt step asks the judge for: camelCase on the wire (as in Mastra's schemas), immutable."""
-
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-def _trimmed_lower(value: Any) -> Any:
-    return value.strip().lower() if isinstance(value, str) else value
-
-
-YesNo = Annotated[Literal["yes", "no"], BeforeValidator(_trimmed_lower)]
-YesNoUnsure = Annotated[Literal["yes", "no", "unsure"], BeforeValidator(_trimmed_lower)]
 
 
 def js_truthy(value: Any) -> bool:

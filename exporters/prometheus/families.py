@@ -1,0 +1,303 @@
+"""The metric families, declared in groups by what they describe: the build, runs, judges, exporters,
+ingest and whole traces. Each group registers its families in the registry it is given; names, labels
+and help texts are the contract of docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from exporters.prometheus.labels import (
+    DEAD_LETTER_REASONS,
+    JUDGE_CALL_DURATION_BUCKETS,
+    PREFIX,
+    SCORE_BUCKETS,
+    SCORE_LATENCY_BUCKETS,
+    TRACE_READY_REASONS,
+    TRACE_WAIT_BUCKETS,
+)
+
+__all__ = [
+    "DeadLetterCounts",
+    "ExporterFamilies",
+    "IngestFamilies",
+    "JudgeFamilies",
+    "RunFamilies",
+    "TraceFamilies",
+    "register_build_info",
+]
+
+P = PREFIX
+
+
+def register_build_info(registry: CollectorRegistry, version: str) -> Gauge:
+    build_info = Gauge(
+        f"{P}_build_info", "Always 1; the version label says which build runs.", ["version"], registry=registry
+    )
+    build_info.labels(version=version).set(1)
+    return build_info
+
+
+class RunFamilies:
+    """Scores and scorer runs: what each finished or skipped run tells, and the configured scorers."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.score = Histogram(
+            f"{P}_score",
+            "Scores of successful runs, normalised to 0–1 by the scorer's scale.",
+            ["scorer", "agent"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.scorer_runs = Counter(
+            f"{P}_scorer_runs",
+            "Scorer runs (or skipped candidate runs) by outcome.",
+            ["scorer", "agent", "outcome"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            f"{P}_scorer_run_duration_seconds",
+            "Wall time of one scorer run, all steps and judge calls included.",
+            ["scorer", "outcome"],
+            buckets=JUDGE_CALL_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.score_latency = Histogram(
+            f"{P}_score_latency_seconds",
+            "End-to-end lag from the scored span's end to the export of its score.",
+            ["scorer"],
+            buckets=SCORE_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.scorer_info = Gauge(
+            f"{P}_scorer_info",
+            "Always 1 per configured scorer: its kind and which way its score is better (higher or lower); "
+            "alert rules join on it to read a rise of a lower-is-better score as the regression.",
+            ["scorer", "kind", "direction"],
+            registry=r,
+        )
+        self.in_flight = Gauge(f"{P}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r)
+        self.degraded = Counter(
+            f"{P}_degraded_runs",
+            "Runs scored without a part the scorer reads (missing: input, output, system, comma-separated): "
+            "the score judged the rest.",
+            ["scorer", "agent", "missing"],
+            registry=r,
+        )
+
+
+class JudgeFamilies:
+    """Judge calls as each ends (outcome, duration, tokens, cost), and each judge's gate (state, pause
+    reason, holds, spend, shed runs)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.tokens = Counter(
+            f"{P}_judge_tokens",
+            "Judge tokens by type, counted when each call ends; status: success (the answer was used) or failed.",
+            ["judge_model", "scorer", "type", "status"],
+            registry=r,
+        )
+        self.call_duration = Histogram(
+            f"{P}_judge_call_duration_seconds",
+            "Duration of one judge HTTP call (gen_ai.client.operation.duration buckets).",
+            ["judge_model", "outcome"],
+            buckets=JUDGE_CALL_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.calls = Counter(
+            f"{P}_judge_calls",
+            "Judge HTTP calls by outcome, counted when each call ends, whatever becomes of its run.",
+            ["judge_model", "outcome"],
+            registry=r,
+        )
+        self.cost = Counter(
+            f"{P}_judge_cost_usd",
+            "Judge cost in USD: estimated from token prices (every call) or reported by the provider.",
+            ["judge_model", "scorer", "source"],
+            registry=r,
+        )
+        self.paused = Gauge(
+            f"{P}_judge_paused",
+            "1 while calls to this judge are held (circuit open or probing, paused on an auth/quota/model "
+            "error), else 0.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.state = Gauge(
+            f"{P}_judge_state",
+            "1 for the judge gate's current state (closed, open, half_open, paused), 0 for the others.",
+            ["judge_model", "state"],
+            registry=r,
+        )
+        self.pause_reason = Gauge(
+            f"{P}_judge_pause_reason",
+            "1 for the reason this judge is paused (authentication, payment_required, permission_denied, "
+            "not_found: HTTP 401, 402 or insufficient_quota, 403, 404), also while its re-check call runs; "
+            "0 for the others and whenever it is not paused.",
+            ["judge_model", "reason"],
+            registry=r,
+        )
+        self.held_runs = Gauge(
+            f"{P}_judge_held_runs",
+            "Runs waiting for this judge to recover (circuit open, paused, held at the spend cap); their "
+            "records stay uncommitted.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.oldest_hold = Gauge(
+            f"{P}_judge_oldest_hold_seconds",
+            "How long the longest-waiting held run has waited for this judge (0 without holds).",
+            ["judge_model"],
+            registry=r,
+        )
+        self.hold_duration = Histogram(
+            f"{P}_judge_hold_seconds",
+            "Length of each finished hold: a run's wait for the judge to recover.",
+            ["judge_model"],
+            buckets=SCORE_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.spend = Gauge(
+            f"{P}_judge_spend_usd",
+            "Judge spend in USD within the current spend-cap window.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.spend_cap = Gauge(
+            f"{P}_judge_spend_cap_usd", "The configured spend cap in USD per window.", ["judge_model"], registry=r
+        )
+        self.shed = Counter(
+            f"{P}_judge_shed",
+            "Scorer runs shed before reaching the judge, by reason.",
+            ["judge_model", "reason"],
+            registry=r,
+        )
+
+
+class ExporterFamilies:
+    """The sinks: confirmed checkpoints, pending and dropped items, optional signals turned off."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.up = Gauge(
+            f"{P}_exporter_up",
+            "1 while the exporter confirms its exports at checkpoints; 0 after 3 unconfirmed flushes in a row.",
+            ["exporter"],
+            registry=r,
+        )
+        self.flush_failures = Counter(
+            f"{P}_exporter_flush_failures",
+            "Checkpoint flushes the exporter did not confirm (an export failed or timed out): nothing committed.",
+            ["exporter"],
+            registry=r,
+        )
+        self.pending = Gauge(
+            f"{P}_exporter_pending_items",
+            "Items handed to the exporter and not yet confirmed (queued, in flight or kept for a resend).",
+            ["exporter"],
+            registry=r,
+        )
+        self.signal_disabled = Gauge(
+            f"{P}_exporter_signal_disabled",
+            "1 while an optional signal of the exporter is off because its receiver does not take it (OTLP "
+            "evaluation log records: set exporters.otlp.evaluation_logs: false for such a receiver), else 0.",
+            ["exporter", "signal"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            f"{P}_exporter_dropped",
+            "Items the exporter gave up on, logged with their score id: the destination can never take them "
+            "(reason: rejected), or their span never reached it (span_not_found).",
+            ["exporter", "reason"],
+            registry=r,
+        )
+
+
+class DeadLetterCounts(Collector):
+    """``scoring_sidecar_dead_letters_total{reason}``, every known reason exported from the first scrape
+    on (zero included), so ``rate()`` and alert rules see the series at once."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._counts: dict[str, float] = dict.fromkeys(DEAD_LETTER_REASONS, 0.0)
+
+    def add(self, reason: str, n: float) -> None:
+        with self._lock:
+            self._counts[reason] = self._counts.get(reason, 0.0) + n
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            counts = dict(self._counts)
+        family = CounterMetricFamily(
+            self._name, "Records (or spans) sent to the dead-letter topic, by reason.", labels=["reason"]
+        )
+        for reason in sorted(counts):
+            family.add_metric([reason], counts[reason])
+        yield family
+
+    def describe(self) -> Iterable[Metric]:
+        yield CounterMetricFamily(self._name, "", labels=["reason"])
+
+
+class IngestFamilies:
+    """Records and spans in: consumed, decoded, set aside, dead-lettered, and the consumer's lag."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.consumer_lag = Gauge(
+            f"{P}_consumer_lag_records",
+            "Records between the committed offset and the partition's high watermark.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.records_consumed = Counter(f"{P}_records_consumed", "Kafka records consumed.", ["topic"], registry=r)
+        self.spans_seen = Counter(f"{P}_spans_seen", "Spans decoded from consumed records.", registry=r)
+        self.spans_skipped = Counter(
+            f"{P}_spans_skipped",
+            "Candidate spans deliberately not scored at ingest, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.dead_letters = DeadLetterCounts(f"{P}_dead_letters")
+        r.register(self.dead_letters)
+
+
+class TraceFamilies:
+    """Whole traces (``scope: trace``): the buffer, why and when each trace was taken out, late spans."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.buffered = Gauge(
+            f"{P}_traces_buffered", "Traces waiting to be done before their trace-scope runs start.", registry=r
+        )
+        self.buffer_bytes = Gauge(f"{P}_trace_buffer_bytes", "Encoded size of the buffered traces' spans.", registry=r)
+        self.ready = Counter(
+            f"{P}_traces_ready",
+            "Buffered traces taken out to be scored, by why: root_idle (root ended, then quiet for idle_s), "
+            "max_wait (max_wait_s since the first span: scored incomplete), evicted (past max_trace_bytes).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in TRACE_READY_REASONS:
+            self.ready.labels(reason=reason)
+        self.assembly_wait = Histogram(
+            f"{P}_trace_assembly_wait_seconds",
+            "Time from a trace's first span arriving to the trace being taken out to be scored.",
+            ["reason"],
+            buckets=TRACE_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.late_spans = Counter(
+            f"{P}_late_spans",
+            "Spans that arrived for a trace the trace-scope scorer had already scored (not scored again).",
+            ["scorer"],
+            registry=r,
+        )

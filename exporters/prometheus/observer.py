@@ -1,0 +1,289 @@
+"""``SidecarMetrics``: the service's event stream turned into metrics, one observer method per event.
+
+The assembly registers what is known at start (scorers, judges, exporters, and the gauges read from a
+judge's gate or a sink at scrape time); everything else arrives as ``ServiceObserver`` events from the
+service, the judge clients and the judge gates, and becomes metrics synchronously.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
+
+from exporters.prometheus.families import (
+    ExporterFamilies,
+    IngestFamilies,
+    JudgeFamilies,
+    RunFamilies,
+    TraceFamilies,
+    register_build_info,
+)
+from exporters.prometheus.labels import (
+    JUDGE_CALL_OUTCOMES,
+    JUDGE_PAUSE_REASONS,
+    JUDGE_STATES,
+    RUN_OUTCOMES,
+    SHED_REASONS,
+    SKIP_OUTCOMES,
+    SPAN_SKIP_REASONS,
+    USAGE_FIELDS,
+    check_label,
+    check_scale,
+    judge_model_label,
+    normalise_score,
+)
+from sidecar import __version__
+from sidecar.core import ScoredRun
+from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SkipOutcome
+from sidecar.core.runs import ReadyReason
+from sidecar.scoring.judge.errors import ShedReason
+from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest
+from sidecar.scoring.types import JudgeCall
+
+__all__ = ["SidecarMetrics"]
+
+
+class SidecarMetrics(ServiceObserver):
+    """Every metric of the sidecar, in a registry of its own (``registry``), fed as a ``ServiceObserver``."""
+
+    def __init__(
+        self,
+        *,
+        version: str = __version__,
+        registry: CollectorRegistry | None = None,
+        scales: Mapping[str, float] | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self._clock_ns = clock_ns
+        self._scales: dict[str, float] = {k: check_scale(v) for k, v in (scales or {}).items()}
+        self._registered_judges: set[str] = set()
+        self._judges_lock = threading.Lock()
+        # labels() validates and takes a lock on every call; with bounded labels the children can be kept.
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        register_build_info(self.registry, version)
+        self.runs = RunFamilies(self.registry)
+        self.judges = JudgeFamilies(self.registry)
+        self.exporters = ExporterFamilies(self.registry)
+        self.ingest = IngestFamilies(self.registry)
+        self.traces = TraceFamilies(self.registry)
+
+    def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
+        """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
+        key = (id(metric), label_values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*label_values)
+        return child
+
+    # -- what is known at start ---------------------------------------------------------------------
+    def set_scorer_scale(self, scorer: str, scale: float) -> None:
+        """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
+        self._scales[scorer] = check_scale(scale)
+
+    def register_scorer(
+        self, scorer: str, *, kind: str, direction: str, scale: float = 1.0, scope: str = "span"
+    ) -> None:
+        """A configured scorer: its info series (kind, direction) and its scale; a trace-scope scorer's late
+        spans at 0."""
+        check_label(direction, ("higher", "lower"), "score direction")
+        self.set_scorer_scale(scorer, scale)
+        self.runs.scorer_info.labels(scorer=scorer, kind=kind, direction=direction).set(1)
+        if scope == "trace":
+            self._child(self.traces.late_spans, scorer)
+
+    def register_judge(self, judge_model: JudgeModel | str) -> str:
+        """Create a judge's series at zero (calls by outcome, paused), so rates and alerts see them early."""
+        label = judge_model_label(judge_model)
+        if label in self._registered_judges:  # every judge call passes here: no lock once registered
+            return label
+        with self._judges_lock:
+            if label in self._registered_judges:
+                return label
+            self._registered_judges.add(label)
+        judges = self.judges
+        for outcome in JUDGE_CALL_OUTCOMES:
+            judges.calls.labels(judge_model=label, outcome=outcome)
+        judges.paused.labels(judge_model=label)
+        for state in JUDGE_STATES:
+            judges.state.labels(judge_model=label, state=state).set(1 if state == "closed" else 0)
+        judges.held_runs.labels(judge_model=label)
+        judges.oldest_hold.labels(judge_model=label)
+        return label
+
+    def track_judge_pause(self, judge_model: JudgeModel | str, reason: Callable[[], str | None]) -> None:
+        """The reason of the judge's current pause (``None``: not paused), read from its gate at scrape time."""
+        label = self.register_judge(judge_model)
+        for each in JUDGE_PAUSE_REASONS:
+            self._child(self.judges.pause_reason, label, each).set_function(lambda each=each: float(reason() == each))
+
+    def track_judge_holds(
+        self, judge_model: JudgeModel | str, held: Callable[[], int], oldest_s: Callable[[], float]
+    ) -> None:
+        """Held runs and the oldest hold's age, read from the judge's gate at scrape time."""
+        label = self.register_judge(judge_model)
+        self._child(self.judges.held_runs, label).set_function(lambda: float(held()))
+        self._child(self.judges.oldest_hold, label).set_function(lambda: float(oldest_s()))
+
+    def register_exporter(
+        self, name: str, pending: Callable[[], int] | None = None, *, drop_reasons: Iterable[str] = ()
+    ) -> None:
+        """An exporter's series: up (1 until flushes fail), flush failures at 0, dropped items at 0 per reason
+        it can drop for, and its pending items read at scrape time from ``pending`` when it can tell."""
+        exporters = self.exporters
+        exporters.up.labels(exporter=name).set(1)
+        exporters.flush_failures.labels(exporter=name)
+        for reason in drop_reasons:
+            exporters.dropped.labels(exporter=name, reason=reason)
+        if pending is not None:
+            exporters.pending.labels(exporter=name).set_function(lambda: float(pending()))
+
+    def track_exporter_signal(self, name: str, signal: str, disabled: Callable[[], bool]) -> None:
+        """An exporter's optional signal: 1 while it is off, read at scrape time."""
+        self.exporters.signal_disabled.labels(exporter=name, signal=signal).set_function(
+            lambda: 1.0 if disabled() else 0.0
+        )
+
+    # -- ingest ---------------------------------------------------------------------------------------
+    def record_consumed(self, topic: str, spans_seen: int) -> None:
+        self._child(self.ingest.records_consumed, topic).inc()
+        if spans_seen:
+            self.ingest.spans_seen.inc(spans_seen)
+
+    def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
+        check_label(reason, SPAN_SKIP_REASONS, "span skip reason")
+        if n:
+            self._child(self.ingest.spans_skipped, reason).inc(n)
+
+    def dead_lettered(self, reason: str, n: int = 1) -> None:
+        self.ingest.dead_letters.add(reason, n)
+
+    def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
+        # Not through _child: a revoked partition's series is removed, and a kept child would outlive it.
+        if lag is None:
+            with contextlib.suppress(KeyError):
+                self.ingest.consumer_lag.remove(topic, str(partition))
+        else:
+            self.ingest.consumer_lag.labels(topic=topic, partition=str(partition)).set(max(0, lag))
+
+    # -- whole traces ---------------------------------------------------------------------------------
+    def trace_buffer(self, traces: int, span_bytes: int) -> None:
+        self.traces.buffered.set(traces)
+        self.traces.buffer_bytes.set(span_bytes)
+
+    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
+        self._child(self.traces.ready, reason).inc()
+        self._child(self.traces.assembly_wait, reason).observe(max(0.0, waited_s))
+
+    def late_spans(self, scorer: str, n: int) -> None:
+        self._child(self.traces.late_spans, scorer).inc(n)
+
+    # -- runs -----------------------------------------------------------------------------------------
+    def runs_skipped(
+        self,
+        scorer: str,
+        agent: str,
+        outcome: SkipOutcome,
+        n: int,
+        *,
+        judge: str = "",
+        shed_reason: ShedReason = "spend_cap",
+    ) -> None:
+        """Skipped runs by outcome (scorer ``""`` when not per scorer); shed runs also by judge and reason."""
+        check_label(outcome, SKIP_OUTCOMES, "skip outcome")
+        if outcome == "shed":
+            check_label(shed_reason, SHED_REASONS, "shed reason")
+        if not n:
+            return
+        if outcome == "shed":
+            self._child(self.judges.shed, self.register_judge(judge or "unknown"), shed_reason).inc(n)
+        self._child(self.runs.scorer_runs, scorer, agent, outcome).inc(n)
+
+    def run_finished(self, run: ScoredRun) -> None:
+        """Everything a finished run tells: outcome, duration, score and end-to-end lag (both normalised or
+        clamped), missing parts. Its judge calls were counted as each ended (``judge_call_finished``): a run's
+        record misses the calls of runs that are shed, time out or are cancelled, and the metrics must match
+        the provider's bill."""
+        runs = self.runs
+        target = run.request.target
+        scorer, agent, exemplar = run.scorer_id, run.agent_label, _exemplar(target.trace_id)
+        check_label(run.outcome, RUN_OUTCOMES, "scorer outcome")
+        self._child(runs.scorer_runs, scorer, agent, run.outcome).inc(1, exemplar=exemplar)
+        duration_s = (run.finished_unix_nano - run.started_unix_nano) / 1e9
+        if duration_s >= 0:
+            self._child(runs.duration, scorer, run.outcome).observe(duration_s)
+        if run.outcome == "scored" and run.result is not None and run.result.score is not None:
+            value = normalise_score(run.result.score, self._scales.get(scorer, 1.0))
+            if value is not None:
+                self._child(runs.score, scorer, agent).observe(value, exemplar=exemplar)
+            span_end = target.end_time_unix_nano
+            if span_end > 0:  # unknown span end: no lag to tell; clock skew clamps to 0
+                lag_s = max(0.0, (self._clock_ns() - span_end) / 1e9)
+                self._child(runs.score_latency, scorer).observe(lag_s, exemplar=exemplar)
+        if run.degraded:
+            self._child(runs.degraded, scorer, agent, ",".join(run.missing)).inc()
+
+    def runs_in_flight(self, n: int) -> None:
+        self.runs.in_flight.set(n)
+
+    # -- judges ---------------------------------------------------------------------------------------
+    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
+        """One judge HTTP call ended (``JudgeCallObserver``): the call by outcome, its duration, its tokens
+        (``status`` success when its answer was used), estimated and provider-reported cost."""
+        judges = self.judges
+        label = self.register_judge(model)
+        self._child(judges.calls, label, call.outcome).inc()
+        self._child(judges.call_duration, label, call.outcome).observe(max(0.0, call.duration_s))
+        scorer = request.scorer
+        usage = call.usage
+        if usage is not None:
+            status = "success" if call.outcome == "ok" else "failed"
+            for field, token_type in USAGE_FIELDS:
+                tokens: int | None = getattr(usage, field)
+                if tokens:
+                    self._child(judges.tokens, label, scorer, token_type, status).inc(tokens)
+        estimated = call.estimated_cost_usd
+        if estimated is not None and math.isfinite(estimated) and estimated >= 0:
+            self._child(judges.cost, label, scorer, "estimated").inc(estimated)
+        cost = call.provider_cost
+        if cost is not None and cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
+            self._child(judges.cost, label, scorer, "provider").inc(cost.amount)
+
+    def judge_state_changed(self, judge: str, state: JudgeState) -> None:
+        """``judge_state`` one-hot, and ``judge_paused`` 1 in every state that holds calls."""
+        check_label(state, JUDGE_STATES, "judge state")
+        label = self.register_judge(judge)
+        for each in JUDGE_STATES:
+            self._child(self.judges.state, label, each).set(1 if each == state else 0)
+        self._child(self.judges.paused, label).set(0 if state == "closed" else 1)
+
+    def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
+        """Spend within the current cap window (and the cap, when one is configured)."""
+        label = self.register_judge(judge)
+        self._child(self.judges.spend, label).set(spent_usd)
+        if cap_usd is not None:
+            self._child(self.judges.spend_cap, label).set(cap_usd)
+
+    def judge_hold_ended(self, judge: str, seconds: float) -> None:
+        self._child(self.judges.hold_duration, self.register_judge(judge)).observe(max(0.0, seconds))
+
+    # -- exporters ------------------------------------------------------------------------------------
+    def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
+        if not confirmed:
+            self._child(self.exporters.flush_failures, name).inc()
+        self._child(self.exporters.up, name).set(1 if up else 0)
+
+    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
+        self._child(self.exporters.dropped, name, reason).inc(n)
+
+
+def _exemplar(trace_id: str | None) -> dict[str, str] | None:
+    return {"trace_id": trace_id} if trace_id else None
