@@ -69,8 +69,11 @@ class RunDispatcher:
         context = {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
         try:
             attempt = await attempt_scorer(scorer, request, timeout_s=self._run_timeout_s, request_context=context)
-            if attempt.shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
-                self._observer.runs_skipped(scorer.id, agent, "shed", 1, judge=configured.judge_model or "unknown")
+            shed_reason = attempt.shed_reason
+            if shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
+                self._observer.runs_skipped(
+                    scorer.id, agent, "shed", 1, judge=configured.judge_model or "unknown", shed_reason=shed_reason
+                )
             else:
                 scored = attempt.to_scored_run(request, scorer, agent, needs=configured.needs)
                 self._observer.run_finished(scored)

@@ -44,6 +44,7 @@ import itertools
 import logging
 import math
 import time
+import typing
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sidecar.core.observers import JudgePauseReason, JudgeState
 from sidecar.runtime.slots import CallSlots
 from sidecar.runtime.token_bucket import TokenBucket
 from sidecar.scoring.judge.client import MUST_WAIT, CallGate
@@ -78,10 +80,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-GateState = Literal["closed", "open", "half_open", "paused"]
+# The states and pause reasons are declared with the events that report them (sidecar.core.observers).
+GateState = JudgeState
 # Why a judge is paused: the provider's fatal answer (401, 402 or insufficient_quota, 403, 404).
-PauseReason = Literal["authentication", "payment_required", "permission_denied", "not_found"]
-PAUSE_REASONS: tuple[PauseReason, ...] = ("authentication", "payment_required", "permission_denied", "not_found")
+PauseReason = JudgePauseReason
+PAUSE_REASONS: tuple[PauseReason, ...] = typing.get_args(JudgePauseReason)
 SpendCapPolicy = Literal["shed", "hold"]
 _HoldReason = Literal["circuit_open", "paused", "spend_cap"]
 

@@ -1,5 +1,5 @@
 """The engine's limits, with their defaults: the one declaration of each (``runtime:`` in the settings reads
-its defaults from here, and ``Settings.runtime_limits`` builds these from a configuration)."""
+its defaults from here, and ``RuntimeSettings.limits`` builds these from a configuration)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-partition offset tracking for at-least-once commits when runs finish out of order (SPEC §5).
+"""Per-partition offset tracking for at-least-once commits when runs finish out of order (docs/delivery.md).
 
 Kafka commits "the next offset to read". A record is *done* when everything it produced is exported
 (the runtime decides what that means: all its runs handed to the sinks and the sinks flushed, or it was
