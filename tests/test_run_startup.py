@@ -259,3 +259,20 @@ async def test_a_judge_without_its_key_is_named_once_at_start(tmp_path: Path) ->
     expected = "WARNING sidecar.app.serve judge 'default' (openai/gpt-4o-mini) has no API key: set OPENAI_API_KEY"
     assert expected in warning
     assert "its calls will be refused (401) and the judge paused" in warning
+
+
+async def test_sigterm_while_starting_the_dead_letter_producer_with_no_exporter_exits_0(tmp_path: Path) -> None:
+    # No exporter to start first: the start waits on the dead-letter producer, and the stop has nothing to close
+    # but what never started.
+    config = config_for(f"127.0.0.1:{free_port()}")
+    config["exporters"]["kafka_scores"] = {"enabled": False}
+    sidecar = SidecarProcess(config, tmp_path)
+    sidecar.start()
+    try:
+        await until_reason(sidecar, "waiting for the Kafka broker at .*: starting the dead-letter producer")
+        assert sidecar.terminate(timeout_s=10) == 0
+    finally:
+        sidecar.kill()
+    log = sidecar.log_path.read_text()
+    assert "Traceback" not in log and "this is a bug" not in log, log
+    assert lines(sidecar, "while waiting for the Kafka broker; nothing was consumed"), log
