@@ -260,6 +260,12 @@ class IngestFamilies:
         )
         self.records_consumed = Counter(f"{P}_records_consumed", "Kafka records consumed.", ["topic"], registry=r)
         self.spans_seen = Counter(f"{P}_spans_seen", "Spans decoded from consumed records.", registry=r)
+        self.records_sampled_out = Counter(
+            f"{P}_records_sampled_out",
+            "Records whose key names a trace that every scorer samples out: done without being decoded.",
+            ["topic"],
+            registry=r,
+        )
         self.spans_skipped = Counter(
             f"{P}_spans_skipped",
             "Candidate spans deliberately not scored at ingest, by reason.",

@@ -158,6 +158,9 @@ class SidecarMetrics(ServiceObserver):
         if spans_seen:
             self.ingest.spans_seen.inc(spans_seen)
 
+    def record_sampled_out(self, topic: str) -> None:
+        self._child(self.ingest.records_sampled_out, topic).inc()
+
     def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
         check_label(reason, SPAN_SKIP_REASONS, "span skip reason")
         if n:

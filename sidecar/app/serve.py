@@ -70,6 +70,7 @@ async def run_service(
         producer_options=kafka.producer_options(),
         readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
         agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
+        key_sampling=kafka.key_sampling,
     )
     _resume_judges_on(signal.SIGUSR1, assembly)
     if watchdog is not None:

@@ -46,6 +46,9 @@ class ServiceObserver:
     def record_consumed(self, topic: str, spans_seen: int) -> None:
         """A Kafka record was consumed and decoded (``spans_seen`` spans; 0 when it could not be decoded)."""
 
+    def record_sampled_out(self, topic: str) -> None:
+        """A record whose key names a trace that every scorer samples out was done without being decoded."""
+
     def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
         """``n`` spans of a record were set aside at ingest, before any scorer saw them."""
 
@@ -132,6 +135,9 @@ class Observers(ServiceObserver):
 
     def record_consumed(self, topic: str, spans_seen: int) -> None:
         self._emit("record_consumed", topic, spans_seen)
+
+    def record_sampled_out(self, topic: str) -> None:
+        self._emit("record_sampled_out", topic)
 
     def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
         self._emit("spans_skipped", reason, n)

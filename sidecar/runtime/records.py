@@ -1,6 +1,7 @@
 """One record from fetch to runs: tracked, ingested once for every scorer, its dead letters delivered, what it
 held counted, its span runs started and its spans handed to the trace scope, and the record held until all
-of that is done (the ledger)."""
+of that is done (the ledger). A record whose key names a trace that every scorer samples out is counted and
+done without being decoded (sidecar.ingest.key_sampling)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from aiokafka import TopicPartition
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
 from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.ingest.key_sampling import KeySampler, trace_id_from_key
 from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
 from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.configured import ConfiguredScorer
@@ -40,6 +42,7 @@ class RecordHandler:
         observer: ServiceObserver,
         publisher: DeadLetterPublisher,
         traces: TraceScope | None,
+        key_sampling: bool = True,
     ) -> None:
         self._ingest = ingest
         self._scorers = tuple(scorers)
@@ -51,6 +54,8 @@ class RecordHandler:
         self._observer = observer
         self._publisher = publisher
         self._traces = traces
+        sampler = KeySampler(s.selection.sample_rate for s in scorers)
+        self._sampler = sampler if key_sampling and sampler.useful else None
 
     async def handle(self, tp: TopicPartition, record: Any) -> None:
         value: bytes | None = record.value
@@ -58,6 +63,12 @@ class RecordHandler:
         if not self._ledger.track(tp, offset):
             # A record this assignment already holds (a fetch from before a seek): the first copy counts.
             log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, offset)
+            return
+        sampler = self._sampler
+        if sampler is not None and (trace_id := trace_id_from_key(record.key)) and sampler.samples_out(trace_id):
+            self._observer.record_consumed(tp.topic, 0)
+            self._observer.record_sampled_out(tp.topic)
+            self._ledger.hold(tp, offset, 0, 0)
             return
         traces = self._traces
         try:

@@ -59,6 +59,7 @@ class ScoringService:
         readiness_checks: Sequence[Callable[[], str | None]] = (),
         agent_labels: AgentLabels | None = None,
         source: RecordSource | None = None,
+        key_sampling: bool = True,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -67,6 +68,7 @@ class ScoringService:
             bootstrap_servers, group_id, consumer_options or {}, producer_options or {}, limits.startup_timeout_s
         )
         self._ingest = ingest
+        self._key_sampling = key_sampling
         self._source: RecordSource = source or GroupSubscription(topics)
         self._scorers = tuple(scorers)
         self._sinks = tuple(sinks)
@@ -155,6 +157,7 @@ class ScoringService:
                 observer=self._observer,
                 publisher=publisher,
                 traces=self._traces,
+                key_sampling=self._key_sampling,
             )
             intake = self._intake = self._new_intake(consumer, handler)
             await intake.attach()

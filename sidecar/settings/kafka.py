@@ -111,6 +111,10 @@ class KafkaSettings(_Frozen):
     # A broker not reachable at start-up is retried (1 s doubling to 30 s) for this long, /readyz saying
     # so, before the process exits with 4: pods commonly start before Kafka does.
     startup_timeout_s: float = Field(default=_RUNTIME.startup_timeout_s, gt=0)
+    # A record keyed by a trace id (the Collector's partition_traces_by_id) holds that trace alone: when every
+    # scorer samples it out, it is done without being decoded. False: every record is decoded, and every
+    # sampled-out agent span counted in scorer_runs_total (docs/ingest.md).
+    key_sampling: bool = True
     # producer (dead letters, score records)
     enable_idempotence: bool = False
 
