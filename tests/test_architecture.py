@@ -121,6 +121,24 @@ BAD_IMPORTS = [
         id="eval-imports-its-sibling-demo",
     ),
     pytest.param(
+        "runtime",
+        "sidecar/runtime/ledger.py",  # overwritten in the copy: the layers name the runtime's own modules
+        "from sidecar.runtime.dispatch import RunDispatcher\n",
+        id="runtime-bookkeeping-imports-the-dispatcher",
+    ),
+    pytest.param(
+        "runtime",
+        "sidecar/runtime/intake.py",
+        "def handler() -> object:\n    from sidecar.runtime import records\n\n    return records\n",
+        id="runtime-intake-imports-the-record-handler-lazily",
+    ),
+    pytest.param(
+        "layers",
+        "sidecar/runtime/_bad_settings.py",
+        "from sidecar.settings import Settings\n",
+        id="runtime-imports-the-settings-above-it",
+    ),
+    pytest.param(
         "support",
         "sidecar/app/_bad_import.py",
         "from sidecar.testing.judge_server import JudgeServer\n",
