@@ -12,7 +12,7 @@ Destinations (``exporters``) import this package and ``sidecar.scoring``, never 
 
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.core.scored import SCORE_ID_NAMESPACE, RunOutcome, ScoredRun, score_id_for
-from sidecar.core.sinks import Flushable, Sink
+from sidecar.core.sinks import Flushable, Sink, problem_of
 
 __all__ = [
     "SCORE_ID_NAMESPACE",
@@ -22,5 +22,6 @@ __all__ = [
     "ScorerRunRequest",
     "Sink",
     "SpanTarget",
+    "problem_of",
     "score_id_for",
 ]
