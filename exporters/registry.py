@@ -123,5 +123,5 @@ def exporter_kind(
 
 
 def exporter_kinds() -> Mapping[str, ExporterKind[Any]]:
-    """Every declared exporter by name, in declaration order (``sidecar.settings`` imports them all)."""
+    """Every declared exporter by name (``sidecar.settings`` imports them all, and orders them)."""
     return MappingProxyType(_KINDS)

@@ -109,6 +109,7 @@ class DeliveryQueue(Generic[V]):
         self._log = log
         self._observer = observer or ServiceObserver()
         self._ready: deque[Entry[V]] = deque()
+        self._alone = 0  # entries in _ready to be sent alone
         self._later: list[Entry[V]] = []  # failed or waiting, each with its not_before
         self._next_due = math.inf  # the earliest not_before in _later
         self._open: dict[int, int] = {}  # epoch -> items not confirmed yet
@@ -194,6 +195,7 @@ class DeliveryQueue(Generic[V]):
                 self._wording.done,
             )
         self._ready.clear()
+        self._alone = 0
         self._later.clear()
         self._next_due = math.inf
         self._open.clear()
@@ -210,6 +212,7 @@ class DeliveryQueue(Generic[V]):
         self._discarding = True
         held = [*self._ready, *self._later]
         self._ready.clear()
+        self._alone = 0
         self._later.clear()
         self._next_due = math.inf
         for entry in held:
@@ -221,7 +224,8 @@ class DeliveryQueue(Generic[V]):
     # -- putting ----------------------------------------------------------------------------------------------
     async def put(self, value: V) -> None:
         """Queue ``value``, after waiting for room."""
-        await self.wait_for_room(1)
+        if self._sender is not None and not self.has_room(1):
+            await self.wait_for_room(1)
         self.put_nowait(value)
 
     async def wait_for_room(self, items: int = 1) -> None:
@@ -365,9 +369,10 @@ class DeliveryQueue(Generic[V]):
     def _take(self) -> list[Entry[V]]:
         ready = self._ready
         if ready[0].alone:
+            self._alone -= 1
             return [ready.popleft()]
         size = self.rules.batch_size
-        if len(ready) <= size and not any(e.alone for e in ready):
+        if len(ready) <= size and not self._alone:
             batch = list(ready)
             ready.clear()
             return batch
@@ -382,30 +387,41 @@ class DeliveryQueue(Generic[V]):
         if due:
             self._later = [e for e in self._later if e.not_before > now]
             due.sort(key=lambda e: e.seq)
+            self._alone += sum(1 for e in due if e.alone)
             self._ready.extendleft(reversed(due))
         self._next_due = min((e.not_before for e in self._later), default=math.inf)
 
     # -- settling ---------------------------------------------------------------------------------------------
     def _settle(self, entries: Sequence[Entry[V]], outcome: Outcome) -> None:
         """What the transport reports for ``entries``: applied by the sink's rules (see the outcome doc)."""
-        for entry in entries:
-            entry.inflight = False
         self._inflight -= len(entries)
         kind = outcome.kind
-        if self._discarding or kind == "discarded":
-            for entry in entries:
-                self._resolve(entry)
-            self.discarded += len(entries)
-        elif kind == "confirmed":
-            self.confirmed += len(entries)
-            for entry in entries:
-                self._resolve(entry)
-        elif kind == "failed" or (kind == "rejected" and self.rules.rejected == "hold"):
+        if self._discarding or kind in ("confirmed", "discarded"):
+            open_ = self._open
+            for entry in entries:  # _resolve, inlined: a confirmation settles thousands of records at once
+                entry.inflight = False
+                epoch = entry.epoch
+                left = open_[epoch] - 1
+                if left:
+                    open_[epoch] = left
+                else:
+                    del open_[epoch]
+            self._unsettled -= len(entries)
+            if kind == "confirmed" and not self._discarding:
+                self.confirmed += len(entries)
+            else:
+                self.discarded += len(entries)
+            self._changed()
+            return
+        for entry in entries:
+            entry.inflight = False
+        if kind == "failed" or (kind == "rejected" and self.rules.rejected == "hold"):
             self._failed(entries, outcome)
         elif kind == "rejected":
             if len(entries) > 1 and not outcome.each:
                 for entry in entries:
                     entry.alone = True
+                self._alone += len(entries)
                 self._again(entries)
             else:
                 for entry in entries:
@@ -423,6 +439,7 @@ class DeliveryQueue(Generic[V]):
         self._unsettled -= 1
 
     def _again(self, entries: Sequence[Entry[V]]) -> None:
+        """Back in front of the queue, in their order (``alone`` already counted by the caller)."""
         self._ready.extendleft(reversed(entries))
         self._wake.set()
 
@@ -483,6 +500,7 @@ class DeliveryQueue(Generic[V]):
             entry.failures += 1
             self._later_at(entry, now + self._backoff(entry.failures, rule.backoff_max_s))
         if again:
+            self._alone += sum(1 for e in again if e.alone)
             self._again(again)
 
     def _drop(self, entry: Entry[V], reason: str, detail: str) -> None:

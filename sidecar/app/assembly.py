@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporters.prometheus import SidecarMetrics
-from exporters.registry import ExporterContext, ExporterKind, KafkaConnection, exporter_kinds
+from exporters.registry import ExporterContext, ExporterKind, KafkaConnection
 from sidecar.app.scorer_factory import build_scorers, kind_for
 from sidecar.core import Sink, problem_of
 from sidecar.core.observers import Observers, ServiceObserver
@@ -182,7 +182,7 @@ def _sinks(
     judged: Mapping[str, bool],
     signals: list[tuple[str, str, Callable[[], bool]]],
 ) -> tuple[tuple[ExporterKind[Any], Sink], ...]:
-    """Every declared exporter's sink, from its own block (in declaration order; an exporter left off
+    """Every declared exporter's sink, from its own block (in the settings' order; an exporter left off
     builds none)."""
     if not isinstance(settings, Settings):
         raise TypeError("the live sinks need the live settings (with kafka)")
@@ -192,13 +192,13 @@ def _sinks(
         enable_idempotence=settings.kafka.enable_idempotence,
     )
     built: list[tuple[ExporterKind[Any], Sink]] = []
-    for kind in exporter_kinds().values():
+    for kind, block in settings.exporters.declared():
 
         def watch_signal(signal: str, is_off: Callable[[], bool], exporter: str = kind.name) -> None:
             signals.append((exporter, signal, is_off))
 
         context = ExporterContext(observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal)
-        sink = kind.build(settings.exporters.block(kind.name), context)
+        sink = kind.build(block, context)
         if sink is not None:
             built.append((kind, sink))
     return tuple(built)

@@ -4,12 +4,14 @@ exporter (``exporters.registry``: its settings, drop reasons and rules across bl
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from exporters.kafka_scores import KafkaScoresExporterSettings
 from exporters.otlp import OtlpExporterSettings
 from exporters.phoenix import PhoenixExporterSettings
-from exporters.registry import exporter_kinds
+from exporters.registry import ExporterKind, exporter_kinds
 from sidecar.core.config import FrozenConfig
 
 __all__ = [
@@ -28,10 +30,16 @@ class PrometheusExporterSettings(FrozenConfig):
 
 
 class ExportersSettings(FrozenConfig):
+    # The exporters' order is the sinks' (the checkpoint flushes them in it).
     prometheus: PrometheusExporterSettings = PrometheusExporterSettings()
-    otlp: OtlpExporterSettings = OtlpExporterSettings()
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
+    otlp: OtlpExporterSettings = OtlpExporterSettings()
     phoenix: PhoenixExporterSettings = PhoenixExporterSettings()
+
+    def declared(self) -> list[tuple[ExporterKind[Any], FrozenConfig]]:
+        """Every declared exporter with its block, in the fields' order."""
+        kinds = exporter_kinds()
+        return [(kinds[name], self.block(name)) for name in type(self).model_fields if name in kinds]
 
     def block(self, name: str) -> FrozenConfig:
         """The block of the declared exporter ``name`` (its field here)."""

@@ -15,7 +15,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from exporters.registry import SettingsView, exporter_kinds
+from exporters.registry import SettingsView
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _Frozen, _non_empty, redact
 from sidecar.settings.errors import _problem
@@ -124,8 +124,8 @@ class Settings(EvalSettings):
             input_topics=tuple(self.kafka.topics),
             dead_letter_topic=self.kafka.dead_letter_topic,
         )
-        for exporter in exporter_kinds().values():  # each exporter's own rules across blocks
-            problems.extend(exporter.problems(self.exporters.block(exporter.name), view))
+        for exporter, block in self.exporters.declared():  # each exporter's own rules across blocks
+            problems.extend(exporter.problems(block, view))
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
