@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from exporters.delivery import CONFIRMED, DISCARDED, DeliveryQueue, DeliveryRules, Outcome, Wording, failed, rejected
+from exporters.delivery import DeliveryQueue, DeliveryRules, Wording
 from exporters.otlp.mapping import (
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
@@ -57,7 +57,7 @@ from exporters.otlp.mapping import (
     scored_span_context,
 )
 from exporters.otlp.queues import QueueLogProcessor, QueueSpanProcessor, SignalExport
-from exporters.otlp.signals import Signal, SignalAnswer, probe_grpc, probe_http
+from exporters.otlp.signals import ReceiverSignals, Signal, SignalAnswer, http_base
 from sidecar import __version__
 from sidecar.core import ScoredRun, names
 from sidecar.core.runs import ResourceValue
@@ -77,7 +77,6 @@ T = TypeVar("T")
 MAX_RESOURCES: Final = 256
 # The sidecar's own resource attributes: never copied from the scored span.
 _OWN_RESOURCE: Final = frozenset({SERVICE_NAME, SERVICE_VERSION})
-_PROBE_TIMEOUT_S: Final = 5.0
 
 
 # The SDK's exporters log an ERROR line at every failed export. For the optional log records the sink says
@@ -119,14 +118,6 @@ class _Emitters:
         self.tracer_provider.shutdown()
         if self.logger_provider is not None:
             self.logger_provider.shutdown()
-
-
-def _http_base(endpoint: str) -> str:
-    base = endpoint.rstrip("/")
-    for suffix in ("/v1/traces", "/v1/logs"):
-        if base.endswith(suffix):
-            return base[: -len(suffix)]
-    return base
 
 
 class OtlpTraceSink:
@@ -184,10 +175,7 @@ class OtlpTraceSink:
         self._queues: list[DeliveryQueue[ReadableSpan] | DeliveryQueue[ReadableLogRecord]] = []
         self._transports: list[SignalExport[Any, _Exported]] = []
         self._started = False
-        # Signals the receiver refused for good (signal -> what it said), and optional ones turned off. Read
-        # and written on the event loop only.
-        self._refusals: dict[Signal, str] = {}
-        self._disabled: set[Signal] = set()
+        self._signals = ReceiverSignals(endpoint, protocol, self._headers, timeout_s, self._turn_off)
         self.submitted = 0
         self.skipped = 0  # runs whose target ids are invalid (nothing to attach to)
 
@@ -261,7 +249,7 @@ class OtlpTraceSink:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-        base = _http_base(self.endpoint)
+        base = http_base(self.endpoint)
         http_compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
         spans = HttpSpanExporter(
             endpoint=f"{base}/v1/traces", headers=self._headers, timeout=self.timeout_s, compression=http_compression
@@ -275,7 +263,7 @@ class OtlpTraceSink:
 
     def _new_queue(self, signal: Signal, export: Callable[[Sequence[T]], _Exported]) -> DeliveryQueue[T]:
         transport: SignalExport[T, _Exported] = SignalExport(
-            f"otlp-export-{signal}", export, lambda answer: self._judge(signal, answer)
+            f"otlp-export-{signal}", export, lambda answer: self._signals.judge(signal, answer)
         )
         self._transports.append(transport)
         return DeliveryQueue(
@@ -303,7 +291,7 @@ class OtlpTraceSink:
         def export_spans(batch: Sequence[ReadableSpan]) -> _Exported:
             if span_exporter.export(batch) == SpanExportResult.SUCCESS:
                 return None
-            return self._probe("traces")
+            return self._signals.probe("traces")
 
         self._span_queue = self._new_queue("traces", export_spans)
         self._queues = [self._span_queue]
@@ -312,7 +300,7 @@ class OtlpTraceSink:
             def export_logs(batch: Sequence[ReadableLogRecord]) -> _Exported:
                 if log_exporter.export(batch) == LogRecordExportResult.SUCCESS:
                     return None
-                return self._probe("logs")
+                return self._signals.probe("logs")
 
             self._log_queue = self._new_queue("logs", export_logs)
             self._queues.append(self._log_queue)
@@ -323,76 +311,22 @@ class OtlpTraceSink:
         self._started = True
         self._emitters_for(())  # the sidecar's own resource, for runs that copy nothing
 
-    # -- what the receiver says of each signal (export worker threads) --
+    # -- what the receiver says of each signal (exporters.otlp.signals) --
 
     @property
     def problem(self) -> str | None:
         """Why the receiver will not take the scores' spans as things stand (it refused the traces signal),
         for ``/readyz``; ``None`` otherwise (a receiver that is down is reported by failed flushes)."""
-        refusal = self._refusals.get("traces")
-        return f"traces refused: {refusal}" if refusal else None
+        return self._signals.problem
 
     @property
     def disabled_signals(self) -> frozenset[str]:
         """Optional signals turned off because the receiver has none (``logs``)."""
-        return frozenset(self._disabled)
+        return self._signals.off
 
-    def _probe(self, signal: Signal) -> SignalAnswer:
-        timeout_s = min(self.timeout_s, _PROBE_TIMEOUT_S)
-        if self.protocol == "grpc":
-            return probe_grpc(self.endpoint, signal, self._headers, timeout_s)
-        return probe_http(_http_base(self.endpoint), signal, self._headers, timeout_s)
-
-    def _key_to_change(self, answer: SignalAnswer) -> str:
-        if answer.verdict == "refused":
-            return "exporters.otlp.headers (the receiver's credentials)"
-        return "exporters.otlp.endpoint and exporters.otlp.protocol"
-
-    def _judge(self, signal: Signal, answer: _Exported) -> Outcome:
-        """An export of ``signal`` ended (on the event loop): ``answer`` is ``None`` on success, else what the
-        receiver said of the signal when asked (``exporters.otlp.signals``); act on a lasting answer."""
-        if answer is None:
-            if self._refusals.pop(signal, None) is not None:
-                log.info("OTLP receiver %s takes %s again", self.endpoint, signal)
-            return CONFIRMED
-        if signal == "logs" and answer.verdict == "unsupported":
-            self._disable_logs(answer)
-            return DISCARDED
-        if answer.verdict in ("refused", "unsupported"):
-            text = f"{answer.detail} from {answer.where}: check {self._key_to_change(answer)}"
-            if self._refusals.get(signal) != text:
-                self._refusals[signal] = text
-                log.error(
-                    "OTLP receiver refuses %s (%s); the %s are kept and sent again, nothing is committed past them",
-                    signal,
-                    text,
-                    "scores' spans" if signal == "traces" else "evaluation log records",
-                )
-            return failed(text)
-        if answer.verdict == "accepted":
-            self._refusals.pop(signal, None)
-            return rejected(
-                f"the export failed though {answer.where} takes {signal} ({answer.detail} to an empty export): "
-                "the batch's size or content, or a passing fault"
-            )
-        return failed(f"{answer.detail} from {answer.where}")
-
-    def _disable_logs(self, answer: SignalAnswer) -> None:
-        queue = self._log_queue
-        if "logs" in self._disabled or queue is None:
-            return
-        self._disabled.add("logs")
-        self._refusals.pop("logs", None)
-        discarded = queue.discard()
-        log.error(
-            "OTLP receiver has no logs signal (%s from %s): the gen_ai.evaluation.result log records are off "
-            "until restart (%d discarded) and commits go on; the scores' spans and their span events are "
-            "unaffected. Set exporters.otlp.evaluation_logs: false for this receiver, or send to a Collector "
-            "with a logs pipeline to keep them.",
-            answer.detail,
-            answer.where,
-            discarded,
-        )
+    def _turn_off(self, signal: Signal) -> int:
+        queue = self._log_queue if signal == "logs" else None
+        return queue.discard() if queue is not None else 0
 
     # -- the Sink interface --
 
@@ -413,7 +347,7 @@ class OtlpTraceSink:
         self.submitted += 1
         emitters = self._emitters_for(self._copied(run))
         self._emit_spans(emitters.tracer, run, scored)
-        if emitters.event_logger is not None and "logs" not in self._disabled:
+        if emitters.event_logger is not None and "logs" not in self._signals.off:
             self._emit_log_event(emitters.event_logger, run, scored)
 
     async def _wait_for_room(self, spans: int) -> None:
