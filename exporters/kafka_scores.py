@@ -1,39 +1,44 @@
-"""Kafka score records (SPEC §4): one JSON record per successful scorer run, keyed by trace id.
+"""Kafka score records: one JSON record per successful scorer run, keyed by trace id (docs/delivery.md).
 
 :func:`score_record` is the format (``eval --output`` writes the same JSON); :class:`KafkaScoreSink` is
-the exporter. ``submit`` queues; one sender task feeds the producer (large batches, short linger); ``flush``
-confirms: ``True`` only when every record submitted before it is acknowledged by the broker (``acks=all``).
-The sink holds at most ``max_pending`` unacknowledged records: beyond that, ``submit`` waits.
+the exporter, on the delivery queue of every sink (``exporters.delivery``): ``submit`` encodes and queues;
+one sender task hands what is queued to the producer in batches it builds itself (aiokafka's batch
+builder, per partition); ``flush`` confirms: ``True`` only when every record submitted before it is
+acknowledged by the broker (``acks=all``). The sink holds at most ``max_pending`` unacknowledged records:
+beyond that, ``submit`` waits.
 
-Delivery policy (at-least-once, SPEC §5):
+Delivery rules (at-least-once, docs/delivery.md):
 
 * A delivery that fails for a reason that may pass (broker down, timeouts, leader changes) is kept and
-  sent again by the next ``flush``; that flush returns ``False`` until it gets through. So a runtime that
-  commits only after a ``True`` flush never commits past a lost record, even if it calls ``flush`` again
-  instead of rewinding.
+  sent again by the next ``flush``; a flush returns ``False`` while one of its records fails. So a runtime
+  that commits only after a ``True`` flush never commits past a lost record, even if it calls ``flush``
+  again instead of rewinding.
 * A record the broker can never take (larger than ``max_request_size``, invalid topic) is logged with its
-  score id, counted in ``dropped`` and not retried; the flush that observes it returns ``False``.
+  score id, counted (``rejected``) and not retried; the flush that observes it returns ``False``.
 * Duplicates are harmless: the score id is deterministic (scorer fingerprint, trace id, span id), so a
   redelivered run produces the same ``scoreId`` and consumers keep one (see the ``score-id`` header).
 
 No idempotent or transactional producer by default: the test broker (Tansu) cannot start one, and the
 deterministic ids make it unnecessary. ``enable_idempotence=True`` turns it on for real Kafka.
 
-The record deliberately leaves out the run's input and output (the traced conversation): SPEC §4 does not
-list them, they are the largest part and the most sensitive, and the score points at the scored span by
-``traceId``/``spanId``. The prompts sent to the judge are included (SPEC lists them), and they quote that
+The record deliberately leaves out the run's input and output (the traced conversation): they are the
+largest part and the most sensitive, and the score points at the scored span by ``traceId``/``spanId``.
+The prompts sent to the judge are included (they show what the judge was asked), and they quote that
 content: set a topic ACL accordingly.
+
+The ``exporters.kafka_scores`` block (:class:`KafkaScoresExporterSettings`) and the exporter's declaration
+close the module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-from collections import Counter, deque
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pydantic_core
 from aiokafka import AIOKafkaProducer
@@ -46,10 +51,25 @@ from aiokafka.errors import (
     RecordTooLargeError,
 )
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from pydantic import Field
+from pydantic_core import InitErrorDetails
 
+from exporters.delivery import (
+    CONFIRMED,
+    DeliveryQueue,
+    DeliveryRules,
+    Entry,
+    Outcome,
+    Settle,
+    Wording,
+    failed,
+    rejected,
+)
 from exporters.partitioner import KeyPartitioner
+from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
 from sidecar.core import ScoredRun
+from sidecar.core.config import FrozenConfig, config_problem
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.timestamps import iso_millis
 
@@ -57,6 +77,7 @@ __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_TOPIC",
     "KafkaScoreSink",
+    "KafkaScoresExporterSettings",
     "ScoreRecord",
     "score_record",
     "score_record_head",
@@ -68,6 +89,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TOPIC = "agent_scores"
 CONTENT_TYPE = "application/json"
 SCORE_SOURCE = "live"
+DROP_REASONS: Final = ("rejected",)
 
 # Model fields that never enter a record: the traced conversation (see the module docstring), and run
 # state that a successful run does not have.
@@ -131,7 +153,7 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
         metadata["trace"] = assembly.model_dump(mode="json", by_alias=True, exclude_none=True)
     return {
         **score_record_head(run, score, reason),
-        # The score span lives in the scored trace (SPEC §4, OTel output).
+        # The trace the score belongs to: the scored one (the OTLP exporter puts its span there too).
         "scoreTraceId": target.trace_id,
         "runId": run_id,
         **dumped,  # preprocess/analyzeStepResult, the four prompts, judge: each only when present
@@ -149,14 +171,6 @@ class ScoreRecord:
     headers: list[tuple[str, bytes]]  # a list: aiokafka's record builder (C) takes nothing else; never mutated
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """A record on its way, with the epoch (flush) it belongs to."""
-
-    record: ScoreRecord
-    epoch: int
-
-
 def _encode(run: ScoredRun) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
@@ -166,7 +180,7 @@ def _encode(run: ScoredRun) -> ScoreRecord | None:
     value = pydantic_core.to_json(body, inf_nan_mode="null")
     score_id: str = body["scoreId"]
     headers = [("content-type", CONTENT_TYPE.encode()), ("score-id", score_id.encode())]
-    return ScoreRecord(score_id, run.request.target.trace_id.encode("utf-8"), value, headers)
+    return ScoreRecord(score_id, run.request.record_key, value, headers)
 
 
 def score_record(run: ScoredRun) -> tuple[bytes, bytes, list[tuple[str, bytes]]] | None:
@@ -177,12 +191,106 @@ def score_record(run: ScoredRun) -> tuple[bytes, bytes, list[tuple[str, bytes]]]
     return record.key, record.value, list(record.headers)
 
 
+def _describe(record: ScoreRecord) -> str:
+    return f"score record {record.score_id} ({len(record.value)} bytes)"
+
+
+def _outcome(error: BaseException | None) -> Outcome:
+    if error is None:
+        return CONFIRMED
+    detail = f"{type(error).__name__}: {error}"
+    # A batch the broker refuses for good: the error is about the records as sent (the size, the topic).
+    return rejected(detail, each=True) if isinstance(error, _PERMANENT_ERRORS) else failed(detail)
+
+
+class _ProducerBatches:
+    """The Kafka sink's transport: what the delivery queue hands over goes out in batches this transport
+    builds per partition with aiokafka's batch API (per record, one append to a batch instead of
+    ``send()``'s validation, metadata wait, future and callback; docs/delivery.md has the figures), and each
+    batch is settled by its delivery callback, so batches of several partitions are in flight at once."""
+
+    def __init__(self, topic: str, partitioner: KeyPartitioner, max_request_size: int) -> None:
+        self.topic = topic
+        self.producer: AIOKafkaProducer | None = None
+        self._partitioner = partitioner
+        self._max_request_size = max_request_size
+
+    async def send(self, batch: Sequence[Entry[ScoreRecord]], settle: Settle[ScoreRecord]) -> None:
+        producer = self.producer
+        if producer is None:
+            settle(batch, failed("the producer is closed"))
+            return
+        try:
+            partitions = sorted(await producer.partitions_for(self.topic))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # metadata unavailable: kept for the next flush, like a failed send
+            settle(
+                batch, _outcome(error) if isinstance(error, _PERMANENT_ERRORS) else failed(str(error) or repr(error))
+            )
+            return
+        by_partition: dict[int, list[Entry[ScoreRecord]]] = {}
+        for entry in batch:
+            record = entry.value
+            size = DefaultRecordBatchBuilder.estimate_size_in_bytes(record.key, record.value, record.headers)
+            if size > self._max_request_size:
+                settle([entry], _outcome(MessageSizeTooLargeError(f"the record is {size} bytes when serialized")))
+                continue
+            partition = self._partitioner(record.key, partitions, partitions)
+            by_partition.setdefault(partition, []).append(entry)
+        for partition, entries in by_partition.items():
+            await self._send_partition(producer, partition, entries, settle)
+
+    async def _send_partition(
+        self,
+        producer: AIOKafkaProducer,
+        partition: int,
+        entries: list[Entry[ScoreRecord]],
+        settle: Settle[ScoreRecord],
+    ) -> None:
+        batch: list[Entry[ScoreRecord]] = []
+        builder = producer.create_batch()
+        for entry in entries:
+            record = entry.value
+            if builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers) is None:
+                await self._send_batch(producer, builder, partition, batch, settle)
+                batch, builder = [], producer.create_batch()
+                # An empty batch takes any record up to max_request_size (checked above).
+                builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers)
+            batch.append(entry)
+        if batch:
+            await self._send_batch(producer, builder, partition, batch, settle)
+
+    async def _send_batch(
+        self,
+        producer: AIOKafkaProducer,
+        builder: Any,
+        partition: int,
+        batch: list[Entry[ScoreRecord]],
+        settle: Settle[ScoreRecord],
+    ) -> None:
+        try:
+            # Returns once the batch is queued; waits while this partition's previous batch is not sent yet.
+            delivery = await producer.send_batch(builder, self.topic, partition=partition)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # the producer is closed, or no room before request_timeout_ms
+            settle(batch, _outcome(error))
+            return
+        delivery.add_done_callback(functools.partial(_delivered, batch, settle))
+
+
+def _delivered(batch: list[Entry[ScoreRecord]], settle: Settle[ScoreRecord], delivery: asyncio.Future[Any]) -> None:
+    if delivery.cancelled():  # the producer was stopped: close() counts what it abandons
+        return
+    settle(batch, _outcome(delivery.exception()))
+
+
 class KafkaScoreSink:
     """A :class:`~sidecar.core.Sink` producing score records to Kafka.
 
-    ``submit`` encodes the record and queues it; one sender task hands queued records to the producer,
-    which batches them (``linger_ms``, ``max_batch_size``) and reports each delivery through a callback.
-    Records are grouped in *epochs* (one per ``flush``), so a flush waits only for what was submitted
+    ``submit`` encodes the record and queues it; the delivery queue hands queued records to the producer,
+    which reports each batch's delivery through a callback. A flush waits only for what was submitted
     before it. ``submit`` waits while ``max_pending`` records are unacknowledged: that wait keeps the run
     in flight, so the runtime's own backpressure pauses the consumer instead of this queue growing while
     the broker is slow or down.
@@ -208,50 +316,59 @@ class KafkaScoreSink:
         max_pending: int = 10_000,
         observer: ServiceObserver | None = None,
     ) -> None:
-        if max_pending < 1:
-            raise ValueError("max_pending must be at least 1")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.max_pending = max_pending
-        self._observer = observer or ServiceObserver()
         self._options: dict[str, Any] = {
             "acks": "all",
             "linger_ms": linger_ms,
-            # Tansu (and Kafka) take large batches far better than many small ones (see BROKER.md).
+            # Large batches: Tansu (and Kafka) take them far better than many small ones (docs/delivery.md).
             "max_batch_size": max_batch_size,
             "compression_type": compression_type,
             "enable_idempotence": enable_idempotence,
             "partitioner": KeyPartitioner(),
             **(producer_options or {}),
         }
-        self._partitioner = self._options["partitioner"]
-        self._max_request_size: int = self._options.get("max_request_size", 1024 * 1024)
-        self._producer: AIOKafkaProducer | None = None
-        self._sender: asyncio.Task[None] | None = None
-        self._queue: deque[_Pending] = deque()
-        self._queued = asyncio.Event()
-        self._retry: list[_Pending] = []  # failed, to send again on the next flush
-        self._epoch = 0
-        self._open: Counter[int] = Counter()  # epoch -> records not yet resolved (queued or in flight)
-        self._spoiled: set[int] = set()  # epochs with a failed or dropped record
-        self._settled = asyncio.Event()  # an epoch's last record resolved
-        self._room = asyncio.Event()
-        self._room.set()
-        self._unresolved = 0
-        self.sent = 0
-        self.failed_attempts = 0
-        self.dropped = 0
+        self._batches = _ProducerBatches(
+            topic, self._options["partitioner"], self._options.get("max_request_size", 1024 * 1024)
+        )
+        self._queue: DeliveryQueue[ScoreRecord] = DeliveryQueue(
+            self.name,
+            self._batches,
+            # One sender hands everything queued to the producer at once (it lingers and batches by size);
+            # failed records go again at the next flush, as the producer already retried them.
+            DeliveryRules(batch_size=max_pending, max_pending=max_pending, retry_between_flushes=False),
+            wording=Wording("score records", "delivered"),
+            describe=_describe,
+            log=log,
+            observer=observer,
+        )
         self.ignored: Counter[str] = Counter()
-        self.last_error: str | None = None
 
     @property
     def outstanding(self) -> int:
         """Records submitted and not yet acknowledged (queued, in flight, or waiting to be sent again)."""
-        return self._unresolved + len(self._retry)
+        return self._queue.outstanding
+
+    @property
+    def sent(self) -> int:
+        return self._queue.confirmed
+
+    @property
+    def failed_attempts(self) -> int:
+        return self._queue.failed_attempts
+
+    @property
+    def dropped(self) -> int:
+        return sum(self._queue.dropped.values())
+
+    @property
+    def last_error(self) -> str | None:
+        return self._queue.last_error
 
     async def start(self) -> None:
         """Connect (raises if the brokers cannot be reached at all: fail fast at start-up)."""
-        if self._producer is not None:
+        if self._batches.producer is not None:
             return
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
         try:
@@ -259,8 +376,8 @@ class KafkaScoreSink:
         except BaseException:
             await producer.stop()
             raise
-        self._producer = producer
-        self._sender = asyncio.create_task(self._send_queued(producer), name="score-records sender")
+        self._batches.producer = producer
+        self._queue.start()
 
     async def submit(self, run: ScoredRun) -> None:
         """Queue the run's record, if it has one. Never raises for the broker; waits only while the
@@ -269,111 +386,7 @@ class KafkaScoreSink:
         if record is None:
             self.ignored[run.outcome] += 1
             return
-        while self.outstanding >= self.max_pending and self._producer is not None:
-            self._room.clear()
-            await self._room.wait()
-        self._enqueue(_Pending(record, self._epoch))
-
-    def _enqueue(self, pending: _Pending) -> None:
-        self._open[pending.epoch] += 1
-        self._unresolved += 1
-        self._queue.append(pending)
-        self._queued.set()
-
-    async def _send_queued(self, producer: AIOKafkaProducer) -> None:
-        # Records go out in batches this task builds (aiokafka's batch API): per record, one append to a
-        # batch instead of send()'s validation, metadata wait, future and callback (a third of the CPU).
-        queue = self._queue
-        while True:
-            if not queue:
-                self._queued.clear()
-                await self._queued.wait()
-                continue
-            try:
-                partitions = sorted(await producer.partitions_for(self.topic))
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # metadata unavailable: kept for the next flush, like a failed send
-                while queue:
-                    self._resolve(queue.popleft(), error)
-                continue
-            by_partition: dict[int, list[_Pending]] = {}
-            while queue:  # everything queued by now; what arrives meanwhile makes the next batches
-                pending = queue.popleft()
-                record = pending.record
-                size = DefaultRecordBatchBuilder.estimate_size_in_bytes(record.key, record.value, record.headers)
-                if size > self._max_request_size:
-                    self._resolve(pending, MessageSizeTooLargeError(f"the record is {size} bytes when serialized"))
-                    continue
-                partition = self._partitioner(record.key, partitions, partitions)
-                by_partition.setdefault(partition, []).append(pending)
-            for partition, records in by_partition.items():
-                await self._send_partition(producer, partition, records)
-
-    async def _send_partition(self, producer: AIOKafkaProducer, partition: int, records: list[_Pending]) -> None:
-        batch: list[_Pending] = []
-        builder = producer.create_batch()
-        for pending in records:
-            record = pending.record
-            if builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers) is None:
-                await self._send_batch(producer, builder, partition, batch)
-                batch, builder = [], producer.create_batch()
-                # An empty batch takes any record up to max_request_size (checked above).
-                builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers)
-            batch.append(pending)
-        if batch:
-            await self._send_batch(producer, builder, partition, batch)
-
-    async def _send_batch(
-        self, producer: AIOKafkaProducer, builder: Any, partition: int, batch: list[_Pending]
-    ) -> None:
-        try:
-            # Returns once the batch is queued; waits while this partition's previous batch is not sent yet.
-            delivery = await producer.send_batch(builder, self.topic, partition=partition)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # the producer is closed, or no room before request_timeout_ms
-            for pending in batch:
-                self._resolve(pending, error)
-            return
-        delivery.add_done_callback(functools.partial(self._delivered, batch))
-
-    def _delivered(self, batch: list[_Pending], delivery: asyncio.Future[Any]) -> None:
-        if delivery.cancelled():  # the producer was stopped: close() counts what it abandons
-            return
-        error = delivery.exception()
-        for pending in batch:
-            self._resolve(pending, error)
-
-    def _resolve(self, pending: _Pending, error: BaseException | None) -> None:
-        if error is None:
-            self.sent += 1
-        elif isinstance(error, _PERMANENT_ERRORS):
-            self.dropped += 1
-            self._spoiled.add(pending.epoch)
-            self._observer.exporter_dropped(self.name, "rejected")
-            log.error(
-                "score record %s dropped (%d bytes): %s: %s",
-                pending.record.score_id,
-                len(pending.record.value),
-                type(error).__name__,
-                error,
-            )
-        else:
-            # Logged once per flush (an outage fails every record): see flush().
-            self.failed_attempts += 1
-            self.last_error = f"{type(error).__name__}: {error}"
-            self._spoiled.add(pending.epoch)
-            self._retry.append(pending)
-        self._unresolved -= 1
-        left = self._open[pending.epoch] - 1
-        if left:
-            self._open[pending.epoch] = left
-        else:
-            del self._open[pending.epoch]
-            self._settled.set()
-        if self.outstanding < self.max_pending:
-            self._room.set()
+        await self._queue.put(record)
 
     async def flush(self, timeout_s: float) -> bool:
         """Send again what failed, then wait up to ``timeout_s`` for every record submitted so far.
@@ -382,49 +395,14 @@ class KafkaScoreSink:
         and sent again by the next flush) or a record dropped since the last flush. Records submitted
         while the flush waits belong to the next one: waiting for them would put commits off for as long
         as traffic flows."""
-        if self._producer is None:
-            return self.outstanding == 0
-        epoch = self._epoch
-        self._epoch += 1
-        retry, self._retry = self._retry, []
-        for pending in retry:
-            self._enqueue(_Pending(pending.record, epoch))
-        settled = True
-        try:
-            async with asyncio.timeout(max(timeout_s, 0.0)):
-                while any(open_epoch <= epoch for open_epoch in self._open):
-                    self._settled.clear()
-                    await self._settled.wait()
-        except TimeoutError:
-            settled = False
-        spoiled = {e for e in self._spoiled if e <= epoch}
-        self._spoiled -= spoiled
-        if spoiled and self._retry:
-            log.warning(
-                "%d score records not delivered (last error: %s); kept for the next flush",
-                len(self._retry),
-                self.last_error,
-            )
-        return settled and not spoiled
+        return await self._queue.flush(timeout_s)
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the producer. Call ``flush`` first: what is still outstanding here is abandoned."""
-        producer, self._producer = self._producer, None
+        producer, self._batches.producer = self._batches.producer, None
         if producer is None:
             return
-        sender, self._sender = self._sender, None
-        if sender is not None:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
-        abandoned = self.outstanding
-        if abandoned:
-            log.warning("closing the score producer with %d records not delivered", abandoned)
-        self._queue.clear()
-        self._retry.clear()
-        self._open.clear()
-        self._unresolved = 0
-        self._room.set()  # submitters waiting for room: the sink is closed, nothing to wait for
+        await self._queue.close()
         stopping = asyncio.ensure_future(producer.stop())
         stopping.add_done_callback(_stopped)
         await asyncio.wait({stopping}, timeout=timeout_s)
@@ -433,6 +411,45 @@ class KafkaScoreSink:
             # cancelling it would leave its sender and connections running: let it finish on its own.
             _STOPPING.add(stopping)
             log.warning("score producer still stopping after %.1fs; it finishes in the background", timeout_s)
+
+
+# -- the exporters.kafka_scores block and the exporter's declaration --------------------------------------------
+
+
+class KafkaScoresExporterSettings(FrozenConfig):
+    enabled: bool = True
+    topic: str = Field(default=DEFAULT_TOPIC, min_length=1)
+    # Unacknowledged records the sink holds before runs wait for it (then the consumer pauses).
+    max_pending_records: int = Field(default=10_000, ge=1)
+
+
+def _own_topic(block: KafkaScoresExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:
+    if block.enabled and (block.topic in view.input_topics or block.topic == view.dead_letter_topic):
+        yield config_problem(
+            ("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics"
+        )
+
+
+@exporter_kind(
+    name="kafka_scores",
+    settings=KafkaScoresExporterSettings,
+    description="score records on a Kafka topic",
+    drop_reasons=DROP_REASONS,
+    check=_own_topic,
+)
+def build_kafka_score_sink(block: KafkaScoresExporterSettings, context: ExporterContext) -> KafkaScoreSink | None:
+    if not block.enabled:
+        return None
+    if context.kafka is None:
+        raise ValueError("the Kafka score exporter needs the kafka block")
+    return KafkaScoreSink(
+        context.kafka.bootstrap_servers,
+        topic=block.topic,
+        producer_options=dict(context.kafka.producer_options),
+        enable_idempotence=context.kafka.enable_idempotence,
+        max_pending=block.max_pending_records,
+        observer=context.observer,
+    )
 
 
 # Producers whose stop() outlived close(): referenced until done so that the task is not collected.

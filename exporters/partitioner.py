@@ -1,9 +1,9 @@
 """Kafka's default key partitioning (murmur2, as the Java client and aiokafka compute it), faster.
 
 aiokafka's ``DefaultPartitioner`` hashes byte by byte in Python, a visible share of the sidecar's CPU for
-the 32-byte trace-id keys of score records (docs/benchmarks.md). Same hash, same partitions (a property test
-compares them), so score records still land where any Kafka client would put their key, e.g. for
-co-partitioned joins.
+the 32-byte trace-id keys of score records (docs/delivery.md has the figure). Same hash, same partitions
+(a property test compares them), so score records still land where any Kafka client would put their key,
+e.g. for co-partitioned joins.
 """
 
 from __future__ import annotations

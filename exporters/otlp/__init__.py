@@ -1,12 +1,15 @@
-"""OTLP trace sink (SPEC §4 "Output → OTel"): scorer runs attached to the scored traces as spans.
+"""OTLP trace sink: scorer runs attached to the scored traces as spans (docs/otlp-backends.md).
 
 - ``mapping``: what a finished run becomes (its spans, the ``gen_ai.evaluation.result`` event and log
   record, their attributes, span ids derived from the score id), and every name written;
-- ``queues``: delivery, bounded export queues with an at-least-once ``flush`` on top of the SDK's
-  synchronous exporters;
-- ``sink``: :class:`OtlpTraceSink`, the :class:`~sidecar.core.Sink` that puts them together.
+- ``queues``: the SDK processors feeding the delivery queues (``exporters.delivery``), and each signal's
+  export on a thread of its own;
+- ``signals``: what the receiver says of a signal, asked after a failed export;
+- ``sink``: :class:`OtlpTraceSink`, the :class:`~sidecar.core.Sink` that puts them together;
+- ``declaration``: the ``exporters.otlp`` block and the exporter's declaration.
 """
 
+from exporters.otlp.declaration import OtlpExporterSettings
 from exporters.otlp.mapping import (
     AGENT_NAME,
     COST_SOURCE_LOCAL,
@@ -104,6 +107,7 @@ __all__ = [
     "SERVICE_NAME",
     "SERVICE_VERSION",
     "SIDECAR_INTERNAL",
+    "OtlpExporterSettings",
     "OtlpProtocol",
     "OtlpTraceSink",
     "evaluation_attributes",

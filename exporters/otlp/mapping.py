@@ -29,8 +29,9 @@ runs only), ``gen_ai.evaluation.explanation`` (the reason; for a not-scorable ru
 (failed runs: the cause's name). ``gen_ai.evaluation.score.label`` is left out: Mastra scorers produce a
 number without a pass/fail threshold, and the convention wants a low-cardinality, documented label.
 
-Outcomes: *failed* → status ERROR, ``error.type`` = the cause's name, no score (even one recovered before
-the failure, SPEC §1); *not_scorable* → status UNSET, ``scoring_sidecar.not_scorable.reason``, no score.
+Outcomes: *failed* → status ERROR, ``error.type`` = the cause's name, no score (not even one computed
+before the step that failed: a failed run has no score anywhere); *not_scorable* → status UNSET,
+``scoring_sidecar.not_scorable.reason``, no score.
 
 Nothing from the conversation or the judge prompts is exported: no prompts, no raw judge output, no
 messages (they can be large and are sensitive), and never an API key.

@@ -10,18 +10,23 @@ answers it has no logs signal (HTTP 404/405/415/501, gRPC UNIMPLEMENTED: Tempo, 
 Langfuse) turns them off until restart, with one ERROR line, and commits go on. A receiver that refuses the
 traces signal itself (HTTP 401/403, or no such signal: a wrong endpoint) keeps every span, blocks commits
 and says so (``problem``, shown by ``/readyz``), until it takes them.
+
+Delivery: one :class:`~exporters.delivery.DeliveryQueue` per signal (``exporters.otlp.queues``), exported
+on a thread of its own. A failed export is kept and sent again by the next flush (the SDK exporter already
+retried it within ``timeout_s``). A failed export whose receiver takes the signal (the batch's size or
+content, or a passing fault) is *rejected*, and the sink's rule for rejected items is ``hold``: kept and
+sent again like any failure, so that nothing is ever dropped (docs/delivery.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger as APILogger
@@ -34,6 +39,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
+from exporters.delivery import DeliveryQueue, DeliveryRules, Wording
 from exporters.otlp.mapping import (
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
@@ -50,8 +56,8 @@ from exporters.otlp.mapping import (
     run_span_attributes,
     scored_span_context,
 )
-from exporters.otlp.queues import T, _ExportQueue, _QueueLogProcessor, _QueueSpanProcessor
-from exporters.otlp.signals import Signal, SignalAnswer, probe_grpc, probe_http
+from exporters.otlp.queues import QueueLogProcessor, QueueSpanProcessor, SignalExport
+from exporters.otlp.signals import ReceiverSignals, Signal, SignalAnswer, http_base
 from sidecar import __version__
 from sidecar.core import ScoredRun, names
 from sidecar.core.runs import ResourceValue
@@ -62,13 +68,15 @@ __all__ = ["OtlpProtocol", "OtlpTraceSink"]
 log = logging.getLogger("exporters.otlp")
 
 OtlpProtocol = Literal["grpc", "http/protobuf"]
+# What an export of a signal says: None (exported), or the receiver's answer when asked after a failure.
+_Exported = SignalAnswer | None
+T = TypeVar("T")
 
 # Distinct copied resources with providers of their own; the least recently used beyond are closed (their
 # spans already queued are exported all the same).
 MAX_RESOURCES: Final = 256
 # The sidecar's own resource attributes: never copied from the scored span.
 _OWN_RESOURCE: Final = frozenset({SERVICE_NAME, SERVICE_VERSION})
-_PROBE_TIMEOUT_S: Final = 5.0
 
 
 # The SDK's exporters log an ERROR line at every failed export. For the optional log records the sink says
@@ -84,7 +92,7 @@ _SDK_EXPORTER_LOGGERS: Final = (
 
 class _WithoutLogExportLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.threadName != _LOG_EXPORT_THREAD
+        return not (record.threadName or "").startswith(_LOG_EXPORT_THREAD)
 
 
 _LOG_EXPORT_FILTER: Final = _WithoutLogExportLines()
@@ -110,14 +118,6 @@ class _Emitters:
         self.tracer_provider.shutdown()
         if self.logger_provider is not None:
             self.logger_provider.shutdown()
-
-
-def _http_base(endpoint: str) -> str:
-    base = endpoint.rstrip("/")
-    for suffix in ("/v1/traces", "/v1/logs"):
-        if base.endswith(suffix):
-            return base[: -len(suffix)]
-    return base
 
 
 class OtlpTraceSink:
@@ -166,19 +166,16 @@ class OtlpTraceSink:
         self._schedule_delay_s = schedule_delay_s
         self._max_queued = max_queued
         self._span_ids = _ScoreSpanIds()
-        self._room = asyncio.Event()
         self._base_resource: Resource | None = None
         self._emitters: OrderedDict[tuple[tuple[str, ResourceValue], ...], _Emitters] = OrderedDict()
         self._span_exporter: SpanExporter | None = None
         self._log_exporter: LogRecordExporter | None = None
-        self._span_queue: _ExportQueue[ReadableSpan] | None = None
-        self._log_queue: _ExportQueue[ReadableLogRecord] | None = None
-        self._queues: list[_ExportQueue[ReadableSpan] | _ExportQueue[ReadableLogRecord]] = []
+        self._span_queue: DeliveryQueue[ReadableSpan] | None = None
+        self._log_queue: DeliveryQueue[ReadableLogRecord] | None = None
+        self._queues: list[DeliveryQueue[ReadableSpan] | DeliveryQueue[ReadableLogRecord]] = []
+        self._transports: list[SignalExport[Any, _Exported]] = []
         self._started = False
-        # Signals the receiver refused for good (signal -> what it said), and optional ones turned off.
-        self._refusals: dict[Signal, str] = {}
-        self._disabled: set[Signal] = set()
-        self._state_lock = threading.Lock()
+        self._signals = ReceiverSignals(endpoint, protocol, self._headers, timeout_s, self._turn_off)
         self.submitted = 0
         self.skipped = 0  # runs whose target ids are invalid (nothing to attach to)
 
@@ -210,12 +207,12 @@ class OtlpTraceSink:
         tracer_provider = TracerProvider(
             resource=resource, sampler=ALWAYS_ON, shutdown_on_exit=False, id_generator=self._span_ids
         )
-        tracer_provider.add_span_processor(_QueueSpanProcessor(self._span_queue))
+        tracer_provider.add_span_processor(QueueSpanProcessor(self._span_queue))
         logger_provider: LoggerProvider | None = None
         event_logger: APILogger | None = None
         if self._log_queue is not None:
             logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-            logger_provider.add_log_record_processor(_QueueLogProcessor(self._log_queue))
+            logger_provider.add_log_record_processor(QueueLogProcessor(self._log_queue))
             event_logger = logger_provider.get_logger(INSTRUMENTATION_SCOPE, __version__)
         emitters = _Emitters(
             tracer_provider,
@@ -252,7 +249,7 @@ class OtlpTraceSink:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-        base = _http_base(self.endpoint)
+        base = http_base(self.endpoint)
         http_compression = HttpCompression.Gzip if gzip else HttpCompression.NoCompression
         spans = HttpSpanExporter(
             endpoint=f"{base}/v1/traces", headers=self._headers, timeout=self.timeout_s, compression=http_compression
@@ -264,13 +261,25 @@ class OtlpTraceSink:
             )
         return spans, logs
 
-    def _new_queue(self, name: str, export: Callable[[Sequence[T]], bool]) -> _ExportQueue[T]:
-        return _ExportQueue(
-            name,
-            export,
-            max_batch=self._max_batch,
-            schedule_delay_s=self._schedule_delay_s,
-            max_queued=self._max_queued,
+    def _new_queue(self, signal: Signal, export: Callable[[Sequence[T]], _Exported]) -> DeliveryQueue[T]:
+        transport: SignalExport[T, _Exported] = SignalExport(
+            f"otlp-export-{signal}", export, lambda answer: self._signals.judge(signal, answer)
+        )
+        self._transports.append(transport)
+        return DeliveryQueue(
+            self.name,
+            transport,
+            DeliveryRules(
+                batch_size=self._max_batch,
+                max_pending=self._max_queued,
+                linger_s=self._schedule_delay_s,
+                retry_between_flushes=False,  # the SDK exporter retried within timeout_s already
+                rejected="hold",
+                drop_reasons=(),
+            ),
+            wording=Wording("spans" if signal == "traces" else "evaluation log records", "exported"),
+            describe=lambda _: f"an OTLP {signal} item",
+            log=log,
         )
 
     async def start(self) -> None:
@@ -279,107 +288,45 @@ class OtlpTraceSink:
         self._base_resource = self._resource()
         span_exporter, log_exporter = self._make_exporters()
 
-        def export_spans(batch: Sequence[ReadableSpan]) -> bool:
-            ok = span_exporter.export(batch) == SpanExportResult.SUCCESS
-            self._after_export("traces", ok)
-            return ok
+        def export_spans(batch: Sequence[ReadableSpan]) -> _Exported:
+            if span_exporter.export(batch) == SpanExportResult.SUCCESS:
+                return None
+            return self._signals.probe("traces")
 
-        self._span_queue = self._new_queue("spans", export_spans)
+        self._span_queue = self._new_queue("traces", export_spans)
         self._queues = [self._span_queue]
         if log_exporter is not None:
 
-            def export_logs(batch: Sequence[ReadableLogRecord]) -> bool:
-                ok = log_exporter.export(batch) == LogRecordExportResult.SUCCESS
-                self._after_export("logs", ok)
-                return ok
+            def export_logs(batch: Sequence[ReadableLogRecord]) -> _Exported:
+                if log_exporter.export(batch) == LogRecordExportResult.SUCCESS:
+                    return None
+                return self._signals.probe("logs")
 
             self._log_queue = self._new_queue("logs", export_logs)
             self._queues.append(self._log_queue)
             _quiet_sdk_log_exports()
-        loop = asyncio.get_running_loop()
-        room = self._room
-
-        def on_room() -> None:
-            loop.call_soon_threadsafe(room.set)
-
         for queue in self._queues:
-            queue.on_room = on_room
             queue.start()
         self._span_exporter, self._log_exporter = span_exporter, log_exporter
         self._started = True
         self._emitters_for(())  # the sidecar's own resource, for runs that copy nothing
 
-    # -- what the receiver says of each signal (export worker threads) --
+    # -- what the receiver says of each signal (exporters.otlp.signals) --
 
     @property
     def problem(self) -> str | None:
         """Why the receiver will not take the scores' spans as things stand (it refused the traces signal),
         for ``/readyz``; ``None`` otherwise (a receiver that is down is reported by failed flushes)."""
-        refusal = self._refusals.get("traces")
-        return f"traces refused: {refusal}" if refusal else None
+        return self._signals.problem
 
     @property
     def disabled_signals(self) -> frozenset[str]:
         """Optional signals turned off because the receiver has none (``logs``)."""
-        return frozenset(self._disabled)
+        return self._signals.off
 
-    def _probe(self, signal: Signal) -> SignalAnswer:
-        timeout_s = min(self.timeout_s, _PROBE_TIMEOUT_S)
-        if self.protocol == "grpc":
-            return probe_grpc(self.endpoint, signal, self._headers, timeout_s)
-        return probe_http(_http_base(self.endpoint), signal, self._headers, timeout_s)
-
-    def _key_to_change(self, answer: SignalAnswer) -> str:
-        if answer.verdict == "refused":
-            return "exporters.otlp.headers (the receiver's credentials)"
-        return "exporters.otlp.endpoint and exporters.otlp.protocol"
-
-    def _after_export(self, signal: Signal, ok: bool) -> None:
-        """Called by the export worker after each export of ``signal``: on a failure, ask the receiver what
-        it thinks of the signal (see ``exporters.otlp.signals``) and act on a lasting answer."""
-        if ok:
-            with self._state_lock:
-                refused = self._refusals.pop(signal, None)
-            if refused is not None:
-                log.info("OTLP receiver %s takes %s again", self.endpoint, signal)
-            return
-        answer = self._probe(signal)
-        if signal == "logs" and answer.verdict == "unsupported":
-            self._disable_logs(answer)
-            return
-        if answer.verdict in ("refused", "unsupported"):
-            text = f"{answer.detail} from {answer.where}: check {self._key_to_change(answer)}"
-            with self._state_lock:
-                changed = self._refusals.get(signal) != text
-                self._refusals[signal] = text
-            if changed:
-                log.error(
-                    "OTLP receiver refuses %s (%s); the %s are kept and sent again, nothing is committed past them",
-                    signal,
-                    text,
-                    "scores' spans" if signal == "traces" else "evaluation log records",
-                )
-        elif answer.verdict == "accepted":
-            with self._state_lock:
-                self._refusals.pop(signal, None)
-
-    def _disable_logs(self, answer: SignalAnswer) -> None:
-        queue = self._log_queue
-        with self._state_lock:
-            if "logs" in self._disabled or queue is None:
-                return
-            self._disabled.add("logs")
-            self._refusals.pop("logs", None)
-        discarded = queue.disable()
-        log.error(
-            "OTLP receiver has no logs signal (%s from %s): the gen_ai.evaluation.result log records are off "
-            "until restart (%d discarded) and commits go on; the scores' spans and their span events are "
-            "unaffected. Set exporters.otlp.evaluation_logs: false for this receiver, or send to a Collector "
-            "with a logs pipeline to keep them.",
-            answer.detail,
-            answer.where,
-            discarded,
-        )
+    def _turn_off(self, signal: Signal) -> int:
+        queue = self._log_queue if signal == "logs" else None
+        return queue.discard() if queue is not None else 0
 
     # -- the Sink interface --
 
@@ -400,18 +347,18 @@ class OtlpTraceSink:
         self.submitted += 1
         emitters = self._emitters_for(self._copied(run))
         self._emit_spans(emitters.tracer, run, scored)
-        if emitters.event_logger is not None and "logs" not in self._disabled:
+        if emitters.event_logger is not None and "logs" not in self._signals.off:
             self._emit_log_event(emitters.event_logger, run, scored)
 
     async def _wait_for_room(self, spans: int) -> None:
-        def fits() -> bool:  # the span queue takes the run's spans, the log queue (if any) one event
-            return all(queue.has_room(spans if i == 0 else 1) for i, queue in enumerate(self._queues))
-
-        while self._queues and not fits():
-            self._room.clear()
-            if fits():
-                return  # an export made room between the check and the clear
-            await self._room.wait()
+        """Until the span queue takes the run's spans and the log queue (if any) one record."""
+        while True:
+            needs = [(queue, spans if i == 0 else 1) for i, queue in enumerate(self._queues)]
+            full = [(queue, n) for queue, n in needs if queue.running and not queue.has_room(n)]
+            if not full:
+                return
+            queue, n = full[0]
+            await queue.wait_for_room(n)
 
     def _emit_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext) -> None:
         self._span_ids.seed(run.score_id)
@@ -467,19 +414,11 @@ class OtlpTraceSink:
 
     async def flush(self, timeout_s: float) -> bool:
         """``True`` when every span and event submitted so far is exported; ``False`` when an export of
-        any of them failed (they are kept and sent again by the next flush), on a timeout (still being
-        exported), or when some were dropped since the last flush (queue full)."""
+        any of them failed (they are kept and sent again by the next flush) or on a timeout (still being
+        exported). Every signal is flushed, in parallel, even when another one fails."""
         if not self._queues:
             return True
-        return await asyncio.to_thread(self._flush_sync, timeout_s)
-
-    def _flush_sync(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        # Start every queue's flush first (they export in parallel), then wait for each: every queue is
-        # flushed (its failures sent again) even when another one failed.
-        targets = [(queue, queue.begin_flush()) for queue in self._queues]
-        results = [queue.finish_flush(target, deadline - time.monotonic()) for queue, target in targets]
-        return all(results)
+        return all(await asyncio.gather(*(queue.flush(timeout_s) for queue in self._queues)))
 
     @property
     def outstanding(self) -> int:
@@ -488,31 +427,30 @@ class OtlpTraceSink:
 
     @property
     def dropped(self) -> int:
-        return sum(queue.dropped for queue in self._queues)
+        return sum(sum(queue.dropped.values()) for queue in self._queues)
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Export what is queued (one attempt, within ``timeout_s``) and shut down. Call ``flush`` first to
         know whether everything went out: what fails here is abandoned."""
         if not self._started:
             return
-        await asyncio.to_thread(self._close_sync, timeout_s)
+        self._started = False
+        await asyncio.gather(*(queue.close(drain_s=max(timeout_s, 0.0)) for queue in self._queues))
+        await asyncio.to_thread(self._shut_down_sdk)
+        self._queues = []
+        self._transports = []
+        self._span_queue = None
+        self._log_queue = None
 
-    def _close_sync(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        stopped = all([queue.stop_sync(deadline - time.monotonic()) for queue in self._queues])
-        # Shutting the exporters down aborts their retry back-off, which lets a late worker finish.
+    def _shut_down_sdk(self) -> None:
+        # Shutting the exporters down aborts their retry back-off, which lets an abandoned export finish.
         for exporter in (self._span_exporter, self._log_exporter):
             if exporter is not None:
                 exporter.shutdown()
-        if not stopped:
-            log.warning("OTLP export workers still busy after %.1fs; abandoned", timeout_s)
+        for transport in self._transports:
+            transport.shutdown()
         for emitters in self._emitters.values():
             emitters.shutdown()
         self._emitters.clear()
-        self._started = False
         self._span_exporter = None
         self._log_exporter = None
-        self._queues = []
-        self._span_queue = None
-        self._log_queue = None
-        self._room.set()  # submitters waiting for room: the sink is closed

@@ -7,25 +7,23 @@ drift apart:
   ``JudgeClient`` that calls it, reporting every call to the observers;
 - **scorers**: built from the registry or a ``python:`` factory, checked to call only declared judges,
   and bound to those judges' clients (``Scorer.bind``): no step can reach a model around its gate;
-- **sinks**: the destinations of the live service (Kafka score records, OTLP, Phoenix annotations), when
-  asked for;
+- **sinks**: the destinations of the live service, when asked for: every exporter declared in
+  ``exporters.registry`` builds its sink from its own block (the assembly names none of them), and its
+  metrics series, drop reasons and readiness come from that declaration and the sink;
 - **observers**: the metrics (when given) and whatever the command listens with (the demo's summary,
   ``eval``'s table), behind one fan-out.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from exporters.kafka_scores import KafkaScoreSink
-from exporters.otlp import OtlpTraceSink
-from exporters.phoenix import DROP_REASONS as PHOENIX_DROP_REASONS
-from exporters.phoenix import AnnotatorKind, PhoenixAnnotationSink
 from exporters.prometheus import SidecarMetrics
+from exporters.registry import ExporterContext, ExporterKind, KafkaConnection
 from sidecar.app.scorer_factory import build_scorers, facts_for, kind_for
-from sidecar.core import Sink
+from sidecar.core import Sink, problem_of
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
@@ -69,11 +67,7 @@ class Assembly:
     def exporters_refused(self) -> str | None:
         """A readiness problem while a destination refuses the scores for good (credentials, a wrong URL):
         nothing is committed past them until it takes them."""
-        refused = [
-            f"{sink.name}: {sink.problem}"
-            for sink in self.sinks
-            if isinstance(sink, OtlpTraceSink | PhoenixAnnotationSink) and sink.problem
-        ]
+        refused = [f"{sink.name}: {problem}" for sink in self.sinks if (problem := problem_of(sink)) is not None]
         return "; ".join(refused) or None
 
     def resume_judges(self) -> None:
@@ -152,11 +146,13 @@ def assemble(
                 kind=kind.name if kind is not None else "python",
             )
         )
-    annotator_kinds: dict[str, AnnotatorKind] = {
-        configured.scorer.id: "LLM" if configured.judge_model is not None or scorer_settings.needs_judge else "CODE"
+    judged = {
+        configured.scorer.id: configured.judge_model is not None or scorer_settings.needs_judge
         for configured, scorer_settings in zip(scorers, settings.scorers, strict=True)
     }
-    destinations = _sinks(settings, observer, annotator_kinds) if sinks else ()
+    signals: list[tuple[str, str, Callable[[], bool]]] = []  # exporter, optional signal, is it off
+    exported = _sinks(settings, observer, judged, signals) if sinks else ()
+    destinations = tuple(sink for _, sink in exported)
     if metrics is not None:
         for judge in judges.values():
             metrics.register_judge(judge.model)
@@ -170,68 +166,40 @@ def assemble(
                 scale=configured.scale,
                 scope=configured.scope,
             )
-        for sink in destinations:
-            drop_reasons: tuple[str, ...] = ()
-            if isinstance(sink, PhoenixAnnotationSink):
-                drop_reasons = PHOENIX_DROP_REASONS
-            elif isinstance(sink, KafkaScoreSink):
-                drop_reasons = ("rejected",)
+        for exporter, sink in exported:
             metrics.register_exporter(
                 sink.name,
                 lambda sink=sink: sink.outstanding,  # type: ignore[misc]
-                drop_reasons=drop_reasons,
+                drop_reasons=exporter.drop_reasons,
             )
-            if isinstance(sink, OtlpTraceSink) and sink.evaluation_logs:
-                metrics.track_exporter_signal(sink.name, "logs", functools.partial(_signal_off, sink, "logs"))
+        for name, signal, is_off in signals:
+            metrics.track_exporter_signal(name, signal, is_off)
     return Assembly(judges, tuple(scorers), destinations, observer, metrics)
 
 
-def _signal_off(sink: OtlpTraceSink, signal: str) -> bool:
-    return signal in sink.disabled_signals
-
-
 def _sinks(
-    settings: EvalSettings, observer: ServiceObserver, annotator_kinds: dict[str, AnnotatorKind]
-) -> tuple[Sink, ...]:
+    settings: EvalSettings,
+    observer: ServiceObserver,
+    judged: Mapping[str, bool],
+    signals: list[tuple[str, str, Callable[[], bool]]],
+) -> tuple[tuple[ExporterKind[Any], Sink], ...]:
+    """Every declared exporter's sink, from its own block (in the settings' order; an exporter left off
+    builds none)."""
     if not isinstance(settings, Settings):
         raise TypeError("the live sinks need the live settings (with kafka)")
-    exporters = settings.exporters
-    kafka = settings.kafka
-    sinks: list[Sink] = []
-    if exporters.kafka_scores.enabled:
-        sinks.append(
-            KafkaScoreSink(
-                kafka.bootstrap_servers_str,
-                topic=exporters.kafka_scores.topic,
-                producer_options=kafka.security.client_options(),
-                enable_idempotence=kafka.enable_idempotence,
-                max_pending=exporters.kafka_scores.max_pending_records,
-                observer=observer,
-            )
-        )
-    if exporters.otlp.is_enabled and exporters.otlp.endpoint:
-        sinks.append(
-            OtlpTraceSink(
-                exporters.otlp.endpoint,
-                protocol=exporters.otlp.protocol,
-                headers=exporters.otlp.header_values(),
-                timeout_s=exporters.otlp.timeout_s,
-                evaluation_logs=exporters.otlp.evaluation_logs,
-                resource_attributes=exporters.otlp.resource_attributes,
-            )
-        )
-    phoenix = exporters.phoenix
-    if phoenix.is_enabled and phoenix.base_url:
-        sinks.append(
-            PhoenixAnnotationSink(
-                phoenix.base_url,
-                api_key=phoenix.api_key_value(),
-                annotator_kinds=annotator_kinds,
-                batch_size=phoenix.batch_size,
-                timeout_s=phoenix.timeout_s,
-                max_pending=phoenix.max_pending,
-                span_wait_s=phoenix.span_wait_s,
-                observer=observer,
-            )
-        )
-    return tuple(sinks)
+    kafka = KafkaConnection(
+        settings.kafka.bootstrap_servers_str,
+        settings.kafka.security.client_options(),
+        enable_idempotence=settings.kafka.enable_idempotence,
+    )
+    built: list[tuple[ExporterKind[Any], Sink]] = []
+    for kind, block in settings.exporters.declared():
+
+        def watch_signal(signal: str, is_off: Callable[[], bool], exporter: str = kind.name) -> None:
+            signals.append((exporter, signal, is_off))
+
+        context = ExporterContext(observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal)
+        sink = kind.build(block, context)
+        if sink is not None:
+            built.append((kind, sink))
+    return tuple(built)

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from sidecar.core import Sink
+from sidecar.core import Flushable
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.offsets import OffsetTracker
 
@@ -45,7 +45,7 @@ class Checkpoint(Generic[K]):
     def __init__(
         self,
         tracker: OffsetTracker[K],
-        sinks: Sequence[Sink],
+        sinks: Sequence[Flushable],
         committer: OffsetCommitter[K],
         observer: ServiceObserver | None = None,
         *,

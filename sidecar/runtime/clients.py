@@ -13,7 +13,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from sidecar.core import Sink
+from sidecar.core import Flushable
 from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
 from sidecar.runtime.stopping import cancel_and_wait
 
@@ -43,7 +43,7 @@ class ClientOptions:
 
 async def start_clients(
     options: ClientOptions,
-    sinks: Sequence[Sink],
+    sinks: Sequence[Flushable],
     stop: asyncio.Event,
     *,
     waiting: Callable[[str], None],
@@ -96,7 +96,7 @@ async def start_clients(
         waiting("")
 
 
-async def _start_attempt(options: ClientOptions, sinks: Sequence[Sink], step: list[str]) -> BrokerClients:
+async def _start_attempt(options: ClientOptions, sinks: Sequence[Flushable], step: list[str]) -> BrokerClients:
     """One start of every client that needs the broker; a failure stops the clients it made, so a retry starts
     afresh. Sinks that started stay started: a sink's ``start`` is a no-op once it succeeded."""
     producer: AIOKafkaProducer | None = None

@@ -1,5 +1,5 @@
 """The whole file: ``EvalSettings`` (what ``eval`` needs) and ``Settings`` (``run``: Kafka required), their
-cross-block rules, and where each key was written."""
+cross-block rules (with those each exporter declares), and where each key was written."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from exporters.registry import SettingsView
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _Frozen, _non_empty, redact
 from sidecar.settings.errors import _problem
-from sidecar.settings.exporters import PHOENIX_RESERVED_ANNOTATION_NAME, ExportersSettings
+from sidecar.settings.exporters import ExportersSettings
 from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.kafka import KafkaSettings
 from sidecar.settings.runtime import RuntimeSettings
@@ -118,22 +119,13 @@ class Settings(EvalSettings):
                 problems.append(
                     _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
                 )
-        if self.exporters.phoenix.is_enabled:
-            for i, scorer in enumerate(self.scorers):
-                if scorer.id == PHOENIX_RESERVED_ANNOTATION_NAME:
-                    problems.append(
-                        _problem(
-                            ("scorers", i, "id"),
-                            "Phoenix reserves the annotation name 'note' for notes: rename the scorer",
-                        )
-                    )
-        topic = self.exporters.kafka_scores.topic
-        if self.exporters.kafka_scores.enabled and (
-            topic in self.kafka.topics or topic == self.kafka.dead_letter_topic
-        ):
-            problems.append(
-                _problem(("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics")
-            )
+        view = SettingsView(
+            scorer_ids=tuple(scorer.id for scorer in self.scorers),
+            input_topics=tuple(self.kafka.topics),
+            dead_letter_topic=self.kafka.dead_letter_topic,
+        )
+        for exporter, block in self.exporters.declared():  # each exporter's own rules across blocks
+            problems.extend(exporter.problems(block, view))
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self

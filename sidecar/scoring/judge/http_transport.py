@@ -33,10 +33,10 @@ from sidecar.scoring.judge.protocol import (
     ChatRequest,
     ChatResponse,
     parse_provider_cost,
-    parse_retry_after,
     parse_usage,
     redact,
 )
+from sidecar.scoring.retry_after import parse_retry_after
 
 __all__ = ["OpenAICompatibleTransport"]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,7 +13,6 @@ __all__ = [
     "ChatResponse",
     "Transport",
     "parse_provider_cost",
-    "parse_retry_after",
     "parse_usage",
     "redact",
 ]
@@ -103,26 +100,6 @@ def parse_provider_cost(raw_usage: Any) -> JudgeCost | None:
     if isinstance(amount, bool) or not isinstance(amount, int | float) or amount != amount or amount < 0:
         return None
     return JudgeCost(amount=float(amount), unit="USD", source="provider")
-
-
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    if not headers:
-        return None
-    lowered = {k.lower(): v for k, v in headers.items()}
-    millis = lowered.get("retry-after-ms")
-    if millis:
-        try:
-            return max(float(millis) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -1,0 +1,223 @@
+"""A sink that posts batches to an HTTP API, on aiohttp: what a REST destination is made of.
+
+A destination is its payload mapping (a run → one item, a batch of items → one JSON body), its endpoint
+(URL, query parameters, headers) and its classifier. :class:`HttpBatchSink` does the rest on the delivery
+queue (``exporters.delivery.queue``): one request per batch, one request at a time.
+
+The classifier (:class:`StatusClassifier`) reads each answer; a sink's hooks are asked first (Phoenix: a
+404 that names spans it does not have yet is a ``wait``), then:
+
+* 2xx: confirmed;
+* 401, 403 (the credentials) and 404, 405 (no such API at that URL): :class:`Refused`: kept and sent again
+  like a failure, and the sink's ``problem`` (``/readyz``) says which key to change, with one ERROR line
+  per new problem, and one INFO line when the destination takes the items again;
+* 408, 429, 5xx, refused connections and timeouts: failed, kept and sent again after a backoff or after
+  the ``Retry-After`` the destination sent (delta-seconds, an HTTP date or ``retry-after-ms``);
+* any other status (400, 413, 422…): rejected: the batch is split to find the culprit, which is dropped
+  with the destination's words.
+
+Headers (credentials) are sent as given and never logged; ``repr`` names the URL only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+
+from exporters.delivery.outcome import CONFIRMED, DeliveryRules, Outcome, Wording, failed, rejected
+from exporters.delivery.queue import DeliveryQueue, Entry, Settle
+from sidecar.core import ScoredRun
+from sidecar.core.observers import ServiceObserver
+from sidecar.scoring.retry_after import parse_retry_after
+
+__all__ = ["HttpAnswer", "HttpBatchSink", "Refused", "StatusClassifier", "Verdict"]
+
+V = TypeVar("V")
+
+_DETAIL_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    status: int
+    text: str
+    retry_after_s: float | None = None
+
+    @property
+    def detail(self) -> str:
+        return f"HTTP {self.status}: {self.text.strip()[:_DETAIL_CHARS]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The destination refuses everything as things stand (credentials, the URL): the items are kept and
+    sent again, and ``problem`` (which key to change) is the sink's readiness problem until it takes them."""
+
+    problem: str
+
+
+Verdict = Outcome | Refused
+Hook = Callable[[HttpAnswer, Sequence[V]], Verdict | None]
+
+
+@dataclass(frozen=True)
+class StatusClassifier(Generic[V]):
+    """An HTTP answer → a verdict (see the module doc). ``credentials`` and ``no_api`` word the readiness
+    problem of a 401/403 and a 404/405; ``hooks`` (a sink's own cases) are asked first, for any non-2xx."""
+
+    credentials: Callable[[HttpAnswer], str]
+    no_api: Callable[[HttpAnswer], str]
+    hooks: tuple[Hook[V], ...] = ()
+
+    def __call__(self, answer: HttpAnswer, values: Sequence[V]) -> Verdict:
+        status = answer.status
+        if 200 <= status < 300:
+            return CONFIRMED
+        for hook in self.hooks:
+            verdict = hook(answer, values)
+            if verdict is not None:
+                return verdict
+        if status in (401, 403):
+            return Refused(self.credentials(answer))
+        if status in (404, 405):
+            return Refused(self.no_api(answer))
+        if status in (408, 429) or status >= 500:
+            return failed(answer.detail, answer.retry_after_s)
+        return rejected(answer.detail)
+
+
+class HttpBatchSink(Generic[V]):
+    """A :class:`~sidecar.core.Sink` posting batches of ``item(run)`` as ``payload(items)`` to ``url``.
+
+    ``item`` returns ``None`` for a run the destination does not take (counted in ``ignored``).
+    ``destination`` names it in log lines ("Phoenix at http://phoenix:6006"). Counters: ``outstanding``,
+    ``dropped`` (per reason), ``failed_attempts``, ``ignored``, ``last_error``; ``problem`` for ``/readyz``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        item: Callable[[ScoredRun], V | None],
+        payload: Callable[[list[V]], Any],
+        classify: StatusClassifier[V],
+        describe: Callable[[V], str],
+        rules: DeliveryRules,
+        wording: Wording,
+        destination: str,
+        log: logging.Logger,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float = 10.0,
+        observer: ServiceObserver | None = None,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self.timeout_s = timeout_s
+        self.destination = destination
+        self._item = item
+        self._payload = payload
+        self._classify = classify
+        self._headers = dict(headers or {})
+        self._params = dict(params or {})
+        self._wording = wording
+        self._log = log
+        self._session: aiohttp.ClientSession | None = None
+        self._problem: str | None = None
+        self._queue: DeliveryQueue[V] = DeliveryQueue(
+            name, self, rules, wording=wording, describe=describe, log=log, observer=observer
+        )
+        self.ignored = 0
+
+    def __repr__(self) -> str:  # never the headers: they hold credentials
+        return f"{type(self).__name__}(url={self.url!r})"
+
+    # -- state ------------------------------------------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        return self._queue.outstanding
+
+    @property
+    def problem(self) -> str | None:
+        """Why the destination will not take the items as things stand (credentials, the URL), for ``/readyz``."""
+        return self._problem
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return self._queue.dropped
+
+    @property
+    def failed_attempts(self) -> int:
+        return self._queue.failed_attempts
+
+    @property
+    def last_error(self) -> str | None:
+        return self._queue.last_error
+
+    # -- the Sink interface -----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._session is not None:
+            return
+        self._session = aiohttp.ClientSession(
+            headers={"Content-Type": "application/json", "Accept": "application/json", **self._headers},
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            raise_for_status=False,
+        )
+        self._queue.start()
+
+    async def submit(self, run: ScoredRun) -> None:
+        """Queue the run's item, if it has one. Never raises for the destination; waits while the sink holds
+        ``max_pending`` unconfirmed items."""
+        value = self._item(run)
+        if value is None:
+            self.ignored += 1
+            return
+        if self._session is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        await self._queue.put(value)
+
+    async def flush(self, timeout_s: float) -> bool:
+        return await self._queue.flush(timeout_s)
+
+    async def close(self, timeout_s: float = 5.0) -> None:
+        """Stop sending. Call ``flush`` first: what is still outstanding here is abandoned."""
+        await self._queue.close()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    # -- the transport ----------------------------------------------------------------------------------------
+    async def send(self, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
+        values = [entry.value for entry in batch]
+        verdict = await self._post(values)
+        if isinstance(verdict, Refused):
+            if verdict.problem != self._problem:
+                self._problem = verdict.problem
+                self._log.error(
+                    "%s exporter: %s; the %s are kept and nothing is committed past them",
+                    self.name,
+                    verdict.problem,
+                    self._wording.noun,
+                )
+            settle(batch, failed(verdict.problem))
+            return
+        if verdict.kind == "confirmed" and self._problem is not None:
+            self._log.info("%s takes %s again", self.destination, self._wording.noun)
+            self._problem = None
+        settle(batch, verdict)
+
+    async def _post(self, values: list[V]) -> Verdict:
+        session = self._session
+        if session is None:
+            return failed("the sink is closed")
+        try:
+            async with session.post(self.url, params=self._params, json=self._payload(values)) as response:
+                answer = HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return failed(f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS])
+        return self._classify(answer, values)
