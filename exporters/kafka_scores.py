@@ -14,7 +14,8 @@ Delivery rules (at-least-once, docs/delivery.md):
   that commits only after a ``True`` flush never commits past a lost record, even if it calls ``flush``
   again instead of rewinding.
 * A record the broker can never take (larger than ``max_request_size``, invalid topic) is logged with its
-  score id, counted (``rejected``) and not retried; the flush that observes it returns ``False``.
+  score id, counted (``rejected``), set aside on the score dead-letter topic (``exporters.dead_letters``:
+  its value left out when too large) and not retried; the flush that observes it returns ``False``.
 * Duplicates are harmless: the score id is deterministic (scorer fingerprint, trace id, span id), so a
   redelivered run produces the same ``scoreId`` and consumers keep one (see the ``score-id`` header).
 
@@ -36,7 +37,7 @@ import asyncio
 import functools
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -56,6 +57,7 @@ from pydantic_core import InitErrorDetails
 
 from exporters.delivery import (
     CONFIRMED,
+    DeadLetter,
     DeliveryQueue,
     DeliveryRules,
     Entry,
@@ -65,6 +67,7 @@ from exporters.delivery import (
     failed,
     rejected,
 )
+from exporters.delivery.letters import SetAsideLetter
 from exporters.partitioner import KeyPartitioner
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
@@ -87,6 +90,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "agent_scores"
+# The score topic's dead-letter topic, unless named (exporters.dead_letters): agent_scores.dead_letter.
+DEAD_LETTER_SUFFIX = ".dead_letter"
 CONTENT_TYPE = "application/json"
 SCORE_SOURCE = "live"
 DROP_REASONS: Final = ("rejected",)
@@ -193,6 +198,13 @@ def score_record(run: ScoredRun) -> tuple[bytes, bytes, list[tuple[str, bytes]]]
 
 def _describe(record: ScoreRecord) -> str:
     return f"score record {record.score_id} ({len(record.value)} bytes)"
+
+
+def _letters(exporter: str, set_aside: SetAsideLetter) -> Callable[[ScoreRecord, str, str], None]:
+    def letter(record: ScoreRecord, reason: str, detail: str) -> None:
+        set_aside(DeadLetter(exporter, record.score_id, record.key, record.value), reason, detail)
+
+    return letter
 
 
 def _outcome(error: BaseException | None) -> Outcome:
@@ -315,7 +327,10 @@ class KafkaScoreSink:
         compression_type: str | None = None,
         max_pending: int = 10_000,
         observer: ServiceObserver | None = None,
+        name: str = "kafka_scores",
+        set_aside: SetAsideLetter | None = None,
     ) -> None:
+        self.name = name  # another topic's publisher on the same loop (the score dead letters) names itself
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.max_pending = max_pending
@@ -342,6 +357,7 @@ class KafkaScoreSink:
             describe=_describe,
             log=log,
             observer=observer,
+            set_aside=None if set_aside is None else _letters(name, set_aside),
         )
         self.ignored: Counter[str] = Counter()
 
@@ -388,6 +404,10 @@ class KafkaScoreSink:
             return
         await self._queue.put(record)
 
+    def put_nowait(self, record: ScoreRecord) -> None:
+        """Queue an encoded record now, without waiting for room (a publisher fed from a delivery loop)."""
+        self._queue.put_nowait(record)
+
     async def flush(self, timeout_s: float) -> bool:
         """Send again what failed, then wait up to ``timeout_s`` for every record submitted so far.
 
@@ -421,12 +441,25 @@ class KafkaScoresExporterSettings(FrozenConfig):
     topic: str = Field(default=DEFAULT_TOPIC, min_length=1)
     # Unacknowledged records the sink holds before runs wait for it (then the consumer pauses).
     max_pending_records: int = Field(default=10_000, ge=1)
+    # Where every exporter sets aside what its destination refuses for good (exporters.dead_letters), whether
+    # or not score records are on: None is <topic>.dead_letter.
+    dead_letter_topic: str | None = Field(default=None, min_length=1)
+
+    @property
+    def score_dead_letter_topic(self) -> str:
+        return self.dead_letter_topic or self.topic + DEAD_LETTER_SUFFIX
 
 
 def _own_topic(block: KafkaScoresExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:
     if block.enabled and (block.topic in view.input_topics or block.topic == view.dead_letter_topic):
         yield config_problem(
             ("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics"
+        )
+    letters = block.score_dead_letter_topic
+    if letters in view.input_topics or letters == view.dead_letter_topic or letters == block.topic:
+        yield config_problem(
+            ("exporters", "kafka_scores", "dead_letter_topic"),
+            f"{letters!r} must differ from the input topics, the spans' dead-letter topic and the score topic",
         )
 
 
@@ -449,6 +482,7 @@ def build_kafka_score_sink(block: KafkaScoresExporterSettings, context: Exporter
         enable_idempotence=context.kafka.enable_idempotence,
         max_pending=block.max_pending_records,
         observer=context.observer,
+        set_aside=context.set_aside,
     )
 
 

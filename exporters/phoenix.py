@@ -13,7 +13,8 @@ default, asynchronous mode answers 200 before anything is stored, and silently d
 span it does not know). Failed batches are sent again after a backoff and at every flush; a 401/403 (the
 API key) or a 404 that is not about spans or a 405 (no Phoenix REST API at that URL) is the sink's
 ``problem`` (``/readyz``); an annotation Phoenix rejects for good (400, 413, 422: Phoenix says why) is found
-alone, logged with its score id and Phoenix's reason, counted (``rejected``) and not retried.
+alone, logged with its score id and Phoenix's reason, counted (``rejected``), set aside on the score
+dead-letter topic (``exporters.dead_letters``) and not retried.
 
 A span Phoenix does not know yet (the trace reaches Phoenix after the score, or never): Phoenix answers 404
 naming the span ids. Those annotations wait, and are tried again with a short backoff, for up to
@@ -30,11 +31,12 @@ block (:class:`PhoenixExporterSettings`) and the exporter's declaration close th
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -42,13 +44,16 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from exporters.delivery import (
+    DeadLetter,
     DeliveryRules,
     HttpAnswer,
     HttpBatchSink,
+    SetAsideLetter,
     StatusClassifier,
     Verdict,
     WaitRule,
     Wording,
+    no_dead_letters,
     wait,
 )
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
@@ -159,10 +164,19 @@ class _Annotation:
     body: dict[str, Any]
     score_id: str
     span_id: str
+    trace_id: str
 
 
 def _describe(annotation: _Annotation) -> str:
     return f"Phoenix annotation {annotation.score_id} on span {annotation.span_id}"
+
+
+def _letters(set_aside: SetAsideLetter) -> Callable[[_Annotation, str, str], None]:
+    def letter(annotation: _Annotation, reason: str, detail: str) -> None:
+        payload = json.dumps(annotation.body).encode()
+        set_aside(DeadLetter("phoenix", annotation.score_id, annotation.trace_id.encode(), payload), reason, detail)
+
+    return letter
 
 
 def _payload(annotations: list[_Annotation]) -> dict[str, Any]:
@@ -203,6 +217,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
         backoff_base_s: float = 0.25,
         backoff_max_s: float = 5.0,
         observer: ServiceObserver | None = None,
+        set_aside: SetAsideLetter = no_dead_letters,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.batch_size = batch_size
@@ -248,6 +263,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
             params={"sync": "true"},
             timeout_s=timeout_s,
             observer=observer,
+            set_aside=_letters(set_aside),
         )
 
     def __repr__(self) -> str:  # never the key
@@ -257,7 +273,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
         body = span_annotation(run, self._kinds.get(run.scorer_id))
         if body is None:
             return None
-        return _Annotation(body, run.score_id, run.request.target.span_id)
+        return _Annotation(body, run.score_id, run.request.target.span_id, run.request.target.trace_id)
 
     @property
     def stored(self) -> int:
@@ -335,4 +351,5 @@ def build_phoenix_sink(block: PhoenixExporterSettings, context: ExporterContext)
         max_pending=block.max_pending,
         span_wait_s=block.span_wait_s,
         observer=context.observer,
+        set_aside=context.set_aside,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from pydantic import BaseModel, SecretStr
 
 from exporters import otlp as o
+from exporters.delivery import DeadLetter
 from exporters.otlp import OtlpTraceSink
 from sidecar.conventions import Selection, spans_to_runs
 from sidecar.core import ScoredRun, Sink
@@ -412,17 +414,46 @@ async def test_flush_is_false_while_the_receiver_fails_and_the_spans_go_out_once
 
 
 async def test_flush_fails_for_non_retryable_errors_too(otlp_receiver: OtlpReceiver, make_sink: SinkFactory) -> None:
+    """A receiver that answers a permanent error (HTTP 400, gRPC INVALID_ARGUMENT) for the batch: the one rule
+    of every sink (issue 26, docs/delivery.md) replaces the old hold, which stalled commits forever: the flush
+    that sees it fails, the span is dropped, counted and set aside as OTLP/JSON, and the next flush confirms.
+    (Before issue 26 the span was kept and sent again until the receiver took it: ``spans_of == 1`` below.)"""
     import grpc  # type: ignore[import-untyped]
 
+    letters: list[tuple[DeadLetter, str, str]] = []
     run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
-    sink = make_sink(evaluation_logs=False)
+    sink = make_sink(evaluation_logs=False, set_aside=lambda *letter: letters.append(letter))
     await sink.start()
     otlp_receiver.fail(http_status=400, grpc_code=grpc.StatusCode.INVALID_ARGUMENT)
     await sink.submit(run)
     assert await sink.flush(10) is False
     otlp_receiver.recover()
     assert await sink.flush(10) is True
-    assert len(spans_of(otlp_receiver)) == 1
+    assert spans_of(otlp_receiver) == [] and sink.dropped == 1 and sink.outstanding == 0
+    [(letter, reason, detail)] = letters
+    assert (letter.exporter, letter.score_id, reason) == ("otlp", run.score_id, "rejected")
+    assert letter.key == TRACE_ID.encode()
+    assert ("HTTP 400" in detail or "INVALID_ARGUMENT" in detail) and "receiver told to fail" in detail
+    [resource_spans] = json.loads(letter.payload)["resourceSpans"]  # OTLP/JSON: replayable to /v1/traces
+    [span] = resource_spans["scopeSpans"][0]["spans"]
+    assert span["name"] == "scorer run: 'length'"
+
+
+async def test_a_passing_fault_after_the_sdks_retries_is_kept_not_dropped(
+    otlp_receiver: OtlpReceiver, make_sink: SinkFactory
+) -> None:
+    """The batch sent again after a failed export is what decides: a receiver that fails (503, UNAVAILABLE)
+    keeps the spans for the next flush; only a permanent answer drops them."""
+    run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
+    sink = make_sink(evaluation_logs=False, timeout_s=0.5)
+    await sink.start()
+    otlp_receiver.fail()
+    await sink.submit(run)
+    assert await sink.flush(10) is False
+    assert sink.dropped == 0 and sink.outstanding == 1
+    otlp_receiver.recover()
+    assert await sink.flush(10) is True
+    assert len(spans_of(otlp_receiver)) == 1 and sink.dropped == 0
 
 
 async def test_a_full_queue_makes_submit_wait_for_room_and_drops_nothing(

@@ -5,10 +5,13 @@
 - ``queue``: :class:`DeliveryQueue`, the one delivery loop (backpressure, batches, one sender, resends,
   a flush to a watermark, drops, close) over a sink's :class:`Transport`;
 - ``http``: :class:`HttpBatchSink`, a sink posting batches to an HTTP API, with its status classifier
-  and readiness problem.
+  and readiness problem;
+- ``letters``: :class:`DeadLetter`, what a sink makes of an item it drops (set aside on the score
+  dead-letter topic: ``exporters.dead_letters``).
 """
 
 from exporters.delivery.http import HttpAnswer, HttpBatchSink, Refused, StatusClassifier, Verdict
+from exporters.delivery.letters import DeadLetter, SetAsideLetter, no_dead_letters
 from exporters.delivery.outcome import (
     CONFIRMED,
     DISCARDED,
@@ -21,11 +24,12 @@ from exporters.delivery.outcome import (
     rejected,
     wait,
 )
-from exporters.delivery.queue import DeliveryQueue, Entry, Settle, Transport
+from exporters.delivery.queue import DeliveryQueue, Entry, SetAside, Settle, Transport
 
 __all__ = [
     "CONFIRMED",
     "DISCARDED",
+    "DeadLetter",
     "DeliveryQueue",
     "DeliveryRules",
     "Entry",
@@ -34,6 +38,8 @@ __all__ = [
     "Outcome",
     "Refused",
     "RejectedRule",
+    "SetAside",
+    "SetAsideLetter",
     "Settle",
     "StatusClassifier",
     "Transport",
@@ -41,6 +47,7 @@ __all__ = [
     "WaitRule",
     "Wording",
     "failed",
+    "no_dead_letters",
     "rejected",
     "wait",
 ]

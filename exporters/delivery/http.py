@@ -14,7 +14,11 @@ The classifier (:class:`StatusClassifier`) reads each answer; a sink's hooks are
 * 408, 429, 5xx, refused connections and timeouts: failed, kept and sent again after a backoff or after
   the ``Retry-After`` the destination sent (delta-seconds, an HTTP date or ``retry-after-ms``);
 * any other status (400, 413, 422…): rejected: the batch is split to find the culprit, which is dropped
-  with the destination's words.
+  with the destination's words and set aside (the score dead letters, ``set_aside``).
+
+A sink whose destination needs more than one request per batch at times (a fallback to one item per request)
+overrides ``send`` and uses ``post`` (one request, its answer) and ``outcome_of`` (a verdict → the batch's
+outcome, with the readiness problem kept up to date).
 
 Headers (credentials) are sent as given and never logged; ``repr`` names the URL only.
 """
@@ -29,7 +33,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 
 from exporters.delivery.outcome import CONFIRMED, DeliveryRules, Outcome, Wording, failed, rejected
-from exporters.delivery.queue import DeliveryQueue, Entry, Settle
+from exporters.delivery.queue import DeliveryQueue, Entry, SetAside, Settle
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver
 from sidecar.scoring.retry_after import parse_retry_after
@@ -94,7 +98,8 @@ class HttpBatchSink(Generic[V]):
     """A :class:`~sidecar.core.Sink` posting batches of ``item(run)`` as ``payload(items)`` to ``url``.
 
     ``item`` returns ``None`` for a run the destination does not take (counted in ``ignored``).
-    ``destination`` names it in log lines ("Phoenix at http://phoenix:6006"). Counters: ``outstanding``,
+    ``destination`` names it in log lines ("Phoenix at http://phoenix:6006"). ``set_aside`` receives every
+    dropped item (see :class:`~exporters.delivery.queue.DeliveryQueue`). Counters: ``outstanding``,
     ``dropped`` (per reason), ``failed_attempts``, ``ignored``, ``last_error``; ``problem`` for ``/readyz``.
     """
 
@@ -115,6 +120,7 @@ class HttpBatchSink(Generic[V]):
         params: Mapping[str, str] | None = None,
         timeout_s: float = 10.0,
         observer: ServiceObserver | None = None,
+        set_aside: SetAside[V] | None = None,
     ) -> None:
         self.name = name
         self.url = url
@@ -130,7 +136,7 @@ class HttpBatchSink(Generic[V]):
         self._session: aiohttp.ClientSession | None = None
         self._problem: str | None = None
         self._queue: DeliveryQueue[V] = DeliveryQueue(
-            name, self, rules, wording=wording, describe=describe, log=log, observer=observer
+            name, self, rules, wording=wording, describe=describe, log=log, observer=observer, set_aside=set_aside
         )
         self.ignored = 0
 
@@ -194,7 +200,11 @@ class HttpBatchSink(Generic[V]):
     # -- the transport ----------------------------------------------------------------------------------------
     async def send(self, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
         values = [entry.value for entry in batch]
-        verdict = await self._post(values)
+        settle(batch, self.outcome_of(await self._post(values)))
+
+    def outcome_of(self, verdict: Verdict) -> Outcome:
+        """The batch's outcome for ``verdict``; a refusal becomes the readiness problem (one ERROR line per new
+        problem), a confirmation after a problem clears it (one INFO line)."""
         if isinstance(verdict, Refused):
             if verdict.problem != self._problem:
                 self._problem = verdict.problem
@@ -204,20 +214,26 @@ class HttpBatchSink(Generic[V]):
                     verdict.problem,
                     self._wording.noun,
                 )
-            settle(batch, failed(verdict.problem))
-            return
+            return failed(verdict.problem)
         if verdict.kind == "confirmed" and self._problem is not None:
             self._log.info("%s takes %s again", self.destination, self._wording.noun)
             self._problem = None
-        settle(batch, verdict)
+        return verdict
 
-    async def _post(self, values: list[V]) -> Verdict:
+    async def post(self, body: Any) -> HttpAnswer | Outcome:
+        """One request with the JSON ``body``: the destination's answer, or a failed outcome when none came."""
         session = self._session
         if session is None:
             return failed("the sink is closed")
         try:
-            async with session.post(self.url, params=self._params, json=self._payload(values)) as response:
-                answer = HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
+            async with session.post(self.url, params=self._params, json=body) as response:
+                return HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS])
+
+    def classify(self, answer: HttpAnswer, values: Sequence[V]) -> Verdict:
         return self._classify(answer, values)
+
+    async def _post(self, values: list[V]) -> Verdict:
+        answer = await self.post(self._payload(values))
+        return answer if isinstance(answer, Outcome) else self._classify(answer, values)

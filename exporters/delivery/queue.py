@@ -16,7 +16,8 @@ from a callback (a Kafka delivery), through ``settle``. The queue applies the si
   the last flush. It sends failed items again at once (``Retry-After`` permitting) and returns ``False``
   as soon as one of its items fails again, or at its timeout;
 * **drops**: counted per reason through ``observer.exporter_dropped`` and logged, each with the item (its
-  score id) and the destination's words;
+  score id) and the destination's words, then handed to ``set_aside`` (the score dead-letter topic:
+  ``exporters.dead_letters``), so that what a destination never takes is kept, not lost;
 * **close**: stops the sender (after one last attempt at what is queued, when asked to drain); what is
   abandoned is counted in a warning.
 
@@ -39,7 +40,7 @@ from typing import Generic, Protocol, TypeVar
 from exporters.delivery.outcome import DeliveryRules, Outcome, Wording
 from sidecar.core.observers import ServiceObserver
 
-__all__ = ["DeliveryQueue", "Entry", "Settle", "Transport"]
+__all__ = ["DeliveryQueue", "Entry", "SetAside", "Settle", "Transport"]
 
 V = TypeVar("V")
 
@@ -64,6 +65,8 @@ class Entry(Generic[V]):
 
 
 Settle = Callable[[Sequence[Entry[V]], Outcome], None]
+# What becomes of a dropped item after it is counted and logged: (item, reason, the destination's words).
+SetAside = Callable[[V, str, str], None]
 
 
 class Transport(Protocol[V]):
@@ -87,8 +90,9 @@ class DeliveryQueue(Generic[V]):
     """The delivery of one sink (or one signal of a sink): see the module doc.
 
     ``describe(value)`` names an item in log lines (with its score id); ``log`` is the sink's logger, so
-    lines carry the sink's name. Counters for tests and metrics: ``confirmed``, ``failed_attempts``,
-    ``dropped`` (per reason), ``discarded``, ``last_error``.
+    lines carry the sink's name. ``set_aside(value, reason, detail)`` receives every dropped item (the score
+    dead letters); it must not raise and must not wait. Counters for tests and metrics: ``confirmed``,
+    ``failed_attempts``, ``dropped`` (per reason), ``discarded``, ``last_error``.
     """
 
     def __init__(
@@ -101,9 +105,11 @@ class DeliveryQueue(Generic[V]):
         describe: Callable[[V], str],
         log: logging.Logger,
         observer: ServiceObserver | None = None,
+        set_aside: SetAside[V] | None = None,
     ) -> None:
         self.name = name
         self.rules = rules
+        self._set_aside = set_aside
         self._transport = transport
         self._wording = wording
         self._describe = describe
@@ -510,6 +516,11 @@ class DeliveryQueue(Generic[V]):
         self._dropped_since_flush += 1
         self._observer.exporter_dropped(self.name, reason)
         self._log.error("%s dropped (%s): %s", self._describe(entry.value), reason, detail)
+        if self._set_aside is not None:
+            try:
+                self._set_aside(entry.value, reason, detail)
+            except Exception:  # the item is dropped all the same: the line above names it
+                self._log.exception("%s exporter: setting %s aside raised", self.name, self._describe(entry.value))
 
     def _changed(self) -> None:
         for flush in self._flushes:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
-from exporters.otlp.sink import OtlpTraceSink
+from exporters.otlp.sink import DROP_REASONS, OtlpTraceSink
 from exporters.registry import ExporterContext, exporter_kind
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
 
@@ -74,10 +74,17 @@ class OtlpExporterSettings(FrozenConfig):
         return {k: v.get_secret_value() for k, v in self.headers.items()}
 
 
+def _copied_attributes(block: OtlpExporterSettings) -> tuple[str, ...]:
+    """What ingest keeps of the scored span's resource for this exporter: what it copies, when it exports."""
+    return block.resource_attributes if block.is_enabled and block.endpoint else ()
+
+
 @exporter_kind(
     name="otlp",
     settings=OtlpExporterSettings,
     description="scorer-run spans (and evaluation log records) to an OTLP receiver",
+    drop_reasons=DROP_REASONS,
+    resource_attributes=_copied_attributes,
 )
 def build_otlp_sink(block: OtlpExporterSettings, context: ExporterContext) -> OtlpTraceSink | None:
     if not (block.is_enabled and block.endpoint):
@@ -89,6 +96,8 @@ def build_otlp_sink(block: OtlpExporterSettings, context: ExporterContext) -> Ot
         timeout_s=block.timeout_s,
         evaluation_logs=block.evaluation_logs,
         resource_attributes=block.resource_attributes,
+        observer=context.observer,
+        set_aside=context.set_aside,
     )
     if sink.evaluation_logs:  # an optional signal, turned off when the receiver has none
         context.watch_signal("logs", lambda: "logs" in sink.disabled_signals)

@@ -1,19 +1,23 @@
-"""What an OTLP endpoint says of one signal, asked directly after an export of it failed.
+"""What an OTLP endpoint says of one batch of a signal, asked directly after the SDK exporter failed it.
 
 The SDK's exporters report a failed export as a bare ``FAILURE``: whether the receiver was down, refused
-the credentials or has no such signal at all is only in their log lines. So after a failed export the
-sink asks the endpoint itself, with an *empty* export request of that signal (valid OTLP: a receiver that
-takes the signal answers success), and reads the answer:
+the credentials, has no such signal or will never take this batch is only in their log lines. So after a
+failed export (the SDK exporter retried what it deems retryable, within ``timeout_s``) the sink sends the same
+batch once more itself, uncompressed and without retries, and reads the answer:
 
-* ``accepted``: the endpoint takes the signal (the failed export had another cause: size, content, a blip);
+* ``accepted``: the receiver took the batch this time (the failure passed): the batch is exported;
 * ``unsupported``: the endpoint has no such signal, and asking again will not change that: HTTP 404, 405,
   415 or 501, gRPC ``UNIMPLEMENTED``. Tempo, Jaeger, Phoenix and Langfuse answer this on logs;
 * ``refused``: the endpoint refuses these credentials: HTTP 401 or 403, gRPC ``UNAUTHENTICATED`` or
   ``PERMISSION_DENIED``;
-* ``failing``: anything else (unreachable, timeouts, 429, 5xx): it may pass.
+* ``rejected``: the receiver will never take this batch as it is (its content or size): HTTP 400, 413, 422
+  and the other 4xx but 408 and 429, gRPC ``INVALID_ARGUMENT``, ``FAILED_PRECONDITION``, ``ALREADY_EXISTS``.
+  The delivery loop's one rule for such items applies (docs/delivery.md): the batch is split to find the
+  culprit, which is dropped, counted and set aside on the score dead-letter topic;
+* ``failing``: anything else (unreachable, timeouts, 408, 429, 5xx, other gRPC codes): it may pass.
 
-Asking this way works with every SDK version the package accepts, and costs one small request per failed
-export. Headers are sent as configured and never logged.
+Asking this way works with every SDK version the package accepts, reads the receiver's own words for the
+log line, and costs one request per failed export. Headers are sent as configured and never logged.
 
 :class:`ReceiverSignals` keeps what the sink makes of those answers, on the event loop: the signals the
 receiver refuses (the traces' refusal is the sink's readiness problem) and the optional ones turned off,
@@ -29,11 +33,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from google.protobuf.message import Message  # type: ignore[import-untyped]
+
 from exporters.delivery import CONFIRMED, DISCARDED, Outcome, failed, rejected
 
 __all__ = [
+    "PASSING_HTTP",
     "REFUSED_GRPC",
     "REFUSED_HTTP",
+    "REJECTED_GRPC",
     "UNSUPPORTED_GRPC",
     "UNSUPPORTED_HTTP",
     "ReceiverSignals",
@@ -47,13 +55,17 @@ __all__ = [
 ]
 
 Signal = Literal["traces", "logs"]
-Verdict = Literal["accepted", "unsupported", "refused", "failing"]
+Verdict = Literal["accepted", "unsupported", "refused", "rejected", "failing"]
 
 UNSUPPORTED_HTTP: Final = frozenset({404, 405, 415, 501})
 REFUSED_HTTP: Final = frozenset({401, 403})
+PASSING_HTTP: Final = frozenset({408, 429})  # 4xx that may pass: the receiver's time or load
 UNSUPPORTED_GRPC: Final = frozenset({"UNIMPLEMENTED"})
 REFUSED_GRPC: Final = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+# The OTLP specification's permanent errors about the request itself (UNKNOWN and INTERNAL may pass).
+REJECTED_GRPC: Final = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "ALREADY_EXISTS"})
 _PROBE_TIMEOUT_S: Final = 5.0
+_DETAIL_CHARS: Final = 300
 
 # The package's logger: records are named exporters.otlp whichever of its modules logs.
 log = logging.getLogger("exporters.otlp")
@@ -64,6 +76,7 @@ class SignalAnswer:
     verdict: Verdict
     detail: str  # "HTTP 405", "gRPC UNIMPLEMENTED", "ConnectionRefusedError": never a header value
     where: str  # the URL (HTTP) or the address and service (gRPC) that answered
+    message: str = ""  # what the receiver said of a rejected batch
 
 
 def http_base(endpoint: str) -> str:
@@ -86,27 +99,49 @@ def _http_verdict(status: int) -> Verdict:
         return "unsupported"
     if status in REFUSED_HTTP:
         return "refused"
+    if 400 <= status < 500 and status not in PASSING_HTTP:
+        return "rejected"
     return "failing"
 
 
-def probe_http(base: str, signal: Signal, headers: Mapping[str, str], timeout_s: float) -> SignalAnswer:
-    """POST an empty export request of ``signal`` to ``<base>/v1/<signal>``."""
+def _receiver_words(body: bytes) -> str:
+    """An OTLP/HTTP error body: a protobuf ``google.rpc.Status`` (its message), else text."""
+    from google.rpc import status_pb2  # type: ignore[import-untyped]
+
+    try:
+        message = str(status_pb2.Status.FromString(body).message)
+    except Exception:  # not a Status: plain text or JSON
+        message = ""
+    return (message or body.decode("utf-8", "replace")).strip()[:_DETAIL_CHARS]
+
+
+def probe_http(
+    base: str, signal: Signal, headers: Mapping[str, str], timeout_s: float, body: bytes = b""
+) -> SignalAnswer:
+    """POST ``body`` (a serialised export request of ``signal``; empty by default, valid OTLP) to
+    ``<base>/v1/<signal>`` once."""
     url = http_signal_url(base, signal)
     request = urllib.request.Request(
-        url, data=b"", method="POST", headers={**headers, "Content-Type": "application/x-protobuf"}
+        url, data=body, method="POST", headers={**headers, "Content-Type": "application/x-protobuf"}
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             status = int(response.status)
+            answer = b""
     except urllib.error.HTTPError as exc:
         status = int(exc.code)
+        answer = exc.read()
     except (OSError, ValueError) as exc:  # refused, reset, DNS, TLS, timeout; a malformed URL
         return SignalAnswer("failing", type(exc).__name__, url)
-    return SignalAnswer(_http_verdict(status), f"HTTP {status}", url)
+    verdict = _http_verdict(status)
+    return SignalAnswer(verdict, f"HTTP {status}", url, _receiver_words(answer) if verdict == "rejected" else "")
 
 
-def probe_grpc(endpoint: str, signal: Signal, headers: Mapping[str, str], timeout_s: float) -> SignalAnswer:
-    """Call the ``signal`` service's ``Export`` with an empty request on ``endpoint`` (``http(s)://host:port``)."""
+def probe_grpc(
+    endpoint: str, signal: Signal, headers: Mapping[str, str], timeout_s: float, request: Message | None = None
+) -> SignalAnswer:
+    """Call the ``signal`` service's ``Export`` once with ``request`` (empty by default) on ``endpoint``
+    (``http(s)://host:port``)."""
     import grpc  # type: ignore[import-untyped]
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -119,21 +154,25 @@ def probe_grpc(endpoint: str, signal: Signal, headers: Mapping[str, str], timeou
     try:
         if signal == "logs":
             logs_service_pb2_grpc.LogsServiceStub(channel).Export(  # type: ignore[no-untyped-call]
-                logs_service_pb2.ExportLogsServiceRequest(), timeout=timeout_s, metadata=metadata
+                request or logs_service_pb2.ExportLogsServiceRequest(), timeout=timeout_s, metadata=metadata
             )
         else:
             trace_service_pb2_grpc.TraceServiceStub(channel).Export(  # type: ignore[no-untyped-call]
-                trace_service_pb2.ExportTraceServiceRequest(), timeout=timeout_s, metadata=metadata
+                request or trace_service_pb2.ExportTraceServiceRequest(), timeout=timeout_s, metadata=metadata
             )
     except grpc.RpcError as exc:
         code = exc.code().name if hasattr(exc, "code") and exc.code() is not None else "UNKNOWN"
+        message = ""
         if code in UNSUPPORTED_GRPC:
             verdict: Verdict = "unsupported"
         elif code in REFUSED_GRPC:
             verdict = "refused"
+        elif code in REJECTED_GRPC:
+            verdict = "rejected"
+            message = str(exc.details() or "")[:_DETAIL_CHARS] if hasattr(exc, "details") else ""
         else:
             verdict = "failing"
-        return SignalAnswer(verdict, f"gRPC {code}", where)
+        return SignalAnswer(verdict, f"gRPC {code}", where, message)
     finally:
         channel.close()
     return SignalAnswer("accepted", "gRPC OK", where)
@@ -169,15 +208,18 @@ class ReceiverSignals:
     def off(self) -> frozenset[str]:
         return frozenset(self._off)
 
-    def probe(self, signal: Signal) -> SignalAnswer:
+    def probe(self, signal: Signal, request: Message) -> SignalAnswer:
+        """Send ``request`` (the failed batch's export request) once more, and read the receiver's answer."""
         if self.protocol == "grpc":
-            return probe_grpc(self.endpoint, signal, self._headers, self._timeout_s)
-        return probe_http(http_base(self.endpoint), signal, self._headers, self._timeout_s)
+            return probe_grpc(self.endpoint, signal, self._headers, self._timeout_s, request)
+        body = request.SerializeToString()
+        return probe_http(http_base(self.endpoint), signal, self._headers, self._timeout_s, body)
 
     def judge(self, signal: Signal, answer: SignalAnswer | None) -> Outcome:
         """An export of ``signal`` ended: ``answer`` is ``None`` on success, else what the receiver said of
-        the signal when asked after the failure. Acts on a lasting answer; returns the batch's outcome."""
-        if answer is None:
+        the batch when it was sent again after the failure. Acts on a lasting answer; returns the batch's
+        outcome."""
+        if answer is None or answer.verdict == "accepted":
             if self._refusals.pop(signal, None) is not None:
                 log.info("OTLP receiver %s takes %s again", self.endpoint, signal)
             return CONFIRMED
@@ -195,12 +237,10 @@ class ReceiverSignals:
                     "scores' spans" if signal == "traces" else "evaluation log records",
                 )
             return failed(text)
-        if answer.verdict == "accepted":
+        if answer.verdict == "rejected":
             self._refusals.pop(signal, None)
-            return rejected(
-                f"the export failed though {answer.where} takes {signal} ({answer.detail} to an empty export): "
-                "the batch's size or content, or a passing fault"
-            )
+            words = f": {answer.message}" if answer.message else ""
+            return rejected(f"{answer.detail} from {answer.where}{words}")
         return failed(f"{answer.detail} from {answer.where}")
 
     def _logs_off(self, answer: SignalAnswer) -> None:

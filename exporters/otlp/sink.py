@@ -12,10 +12,12 @@ traces signal itself (HTTP 401/403, or no such signal: a wrong endpoint) keeps e
 and says so (``problem``, shown by ``/readyz``), until it takes them.
 
 Delivery: one :class:`~exporters.delivery.DeliveryQueue` per signal (``exporters.otlp.queues``), exported
-on a thread of its own. A failed export is kept and sent again by the next flush (the SDK exporter already
-retried it within ``timeout_s``). A failed export whose receiver takes the signal (the batch's size or
-content, or a passing fault) is *rejected*, and the sink's rule for rejected items is ``hold``: kept and
-sent again like any failure, so that nothing is ever dropped (docs/delivery.md).
+on a thread of its own. After a failed export the batch is sent once more and the receiver's answer read
+(``exporters.otlp.signals``): a failure that may pass is kept and sent again by the next flush (the SDK
+exporter already retried it within ``timeout_s``); a batch the receiver will never take (an HTTP 400, 413
+or 422, gRPC ``INVALID_ARGUMENT``) is *rejected*, and the rule of every sink applies (docs/delivery.md): the
+batch is split to find the culprit, which is dropped, counted (``rejected``) and set aside on the score
+dead-letter topic as OTLP/JSON, so a permanent error no longer stalls commits.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
+from google.protobuf import json_format  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry._logs import Logger as APILogger
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.resources import Resource
@@ -39,12 +44,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from exporters.delivery import DeliveryQueue, DeliveryRules, Wording
+from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, SetAsideLetter, Wording, no_dead_letters
 from exporters.otlp.mapping import (
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
     JUDGE_SPAN_NAME,
     RUN_SPAN_NAME,
+    SCORE_ID,
     SERVICE_NAME,
     SERVICE_VERSION,
     SIDECAR_INTERNAL,
@@ -60,9 +66,10 @@ from exporters.otlp.queues import QueueLogProcessor, QueueSpanProcessor, SignalE
 from exporters.otlp.signals import ReceiverSignals, Signal, SignalAnswer, http_base
 from sidecar import __version__
 from sidecar.core import ScoredRun, names
+from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ResourceValue
 
-__all__ = ["OtlpProtocol", "OtlpTraceSink"]
+__all__ = ["DROP_REASONS", "OtlpProtocol", "OtlpTraceSink"]
 
 # The package's logger: records are named exporters.otlp whichever of its modules logs.
 log = logging.getLogger("exporters.otlp")
@@ -72,6 +79,7 @@ OtlpProtocol = Literal["grpc", "http/protobuf"]
 _Exported = SignalAnswer | None
 T = TypeVar("T")
 
+DROP_REASONS: Final = ("rejected",)
 # Distinct copied resources with providers of their own; the least recently used beyond are closed (their
 # spans already queued are exported all the same).
 MAX_RESOURCES: Final = 256
@@ -151,6 +159,8 @@ class OtlpTraceSink:
         max_batch: int = 512,
         schedule_delay_s: float = 0.2,
         max_queued: int = 20_000,
+        observer: ServiceObserver | None = None,
+        set_aside: SetAsideLetter = no_dead_letters,
     ) -> None:
         if protocol not in ("grpc", "http/protobuf"):
             raise ValueError(f"unsupported OTLP protocol {protocol!r} (grpc or http/protobuf)")
@@ -165,6 +175,8 @@ class OtlpTraceSink:
         self._max_batch = max_batch
         self._schedule_delay_s = schedule_delay_s
         self._max_queued = max_queued
+        self._set_aside = set_aside
+        self._observer = observer
         self._span_ids = _ScoreSpanIds()
         self._base_resource: Resource | None = None
         self._emitters: OrderedDict[tuple[tuple[str, ResourceValue], ...], _Emitters] = OrderedDict()
@@ -261,11 +273,21 @@ class OtlpTraceSink:
             )
         return spans, logs
 
-    def _new_queue(self, signal: Signal, export: Callable[[Sequence[T]], _Exported]) -> DeliveryQueue[T]:
+    def _new_queue(
+        self,
+        signal: Signal,
+        export: Callable[[Sequence[T]], _Exported],
+        describe: Callable[[T], str],
+        letter: Callable[[T], DeadLetter],
+    ) -> DeliveryQueue[T]:
         transport: SignalExport[T, _Exported] = SignalExport(
             f"otlp-export-{signal}", export, lambda answer: self._signals.judge(signal, answer)
         )
         self._transports.append(transport)
+
+        def set_aside(item: T, reason: str, detail: str) -> None:
+            self._set_aside(letter(item), reason, detail)
+
         return DeliveryQueue(
             self.name,
             transport,
@@ -274,12 +296,14 @@ class OtlpTraceSink:
                 max_pending=self._max_queued,
                 linger_s=self._schedule_delay_s,
                 retry_between_flushes=False,  # the SDK exporter retried within timeout_s already
-                rejected="hold",
-                drop_reasons=(),
+                rejected="drop",
+                drop_reasons=DROP_REASONS,
             ),
             wording=Wording("spans" if signal == "traces" else "evaluation log records", "exported"),
-            describe=lambda _: f"an OTLP {signal} item",
+            describe=describe,
             log=log,
+            observer=self._observer,
+            set_aside=set_aside,
         )
 
     async def start(self) -> None:
@@ -291,18 +315,18 @@ class OtlpTraceSink:
         def export_spans(batch: Sequence[ReadableSpan]) -> _Exported:
             if span_exporter.export(batch) == SpanExportResult.SUCCESS:
                 return None
-            return self._signals.probe("traces")
+            return self._signals.probe("traces", encode_spans(batch))
 
-        self._span_queue = self._new_queue("traces", export_spans)
+        self._span_queue = self._new_queue("traces", export_spans, _describe_span, _span_letter)
         self._queues = [self._span_queue]
         if log_exporter is not None:
 
             def export_logs(batch: Sequence[ReadableLogRecord]) -> _Exported:
                 if log_exporter.export(batch) == LogRecordExportResult.SUCCESS:
                     return None
-                return self._signals.probe("logs")
+                return self._signals.probe("logs", encode_logs(batch))
 
-            self._log_queue = self._new_queue("logs", export_logs)
+            self._log_queue = self._new_queue("logs", export_logs, _describe_log, _log_letter)
             self._queues.append(self._log_queue)
             _quiet_sdk_log_exports()
         for queue in self._queues:
@@ -454,3 +478,31 @@ class OtlpTraceSink:
         self._emitters.clear()
         self._span_exporter = None
         self._log_exporter = None
+
+
+# -- dead letters: one span or log record, as OTLP/JSON (replayable to /v1/traces, /v1/logs) --------------------
+
+
+def _score_id_of(attributes: Mapping[str, Any] | None) -> str:
+    value = (attributes or {}).get(SCORE_ID)
+    return str(value) if value is not None else "unknown"
+
+
+def _describe_span(span: ReadableSpan) -> str:
+    return f"OTLP span {span.name!r} of score {_score_id_of(span.attributes)}"
+
+
+def _describe_log(record: ReadableLogRecord) -> str:
+    return f"OTLP evaluation log record of score {_score_id_of(record.log_record.attributes)}"
+
+
+def _span_letter(span: ReadableSpan) -> DeadLetter:
+    trace_id = format(span.context.trace_id, "032x") if span.context is not None else ""
+    payload = json_format.MessageToJson(encode_spans([span]), indent=None).encode()
+    return DeadLetter("otlp", _score_id_of(span.attributes), trace_id.encode(), payload)
+
+
+def _log_letter(record: ReadableLogRecord) -> DeadLetter:
+    trace_id = format(record.log_record.trace_id or 0, "032x")
+    payload = json_format.MessageToJson(encode_logs([record]), indent=None).encode()
+    return DeadLetter("otlp", _score_id_of(record.log_record.attributes), trace_id.encode(), payload)

@@ -9,21 +9,24 @@ drift apart:
   and bound to those judges' clients (``Scorer.bind``): no step can reach a model around its gate;
 - **sinks**: the destinations of the live service, when asked for: every exporter declared in
   ``exporters.registry`` builds its sink from its own block (the assembly names none of them), and its
-  metrics series, drop reasons and readiness come from that declaration and the sink;
+  metrics series, drop reasons and readiness come from that declaration and the sink; what a sink drops for
+  good goes to the score dead letters (``exporters.dead_letters``), a checkpointed publisher of its own;
 - **observers**: the metrics (when given) and whatever the command listens with (the demo's summary,
   ``eval``'s table), behind one fan-out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exporters.dead_letters import ScoreDeadLetters
 from exporters.prometheus import SidecarMetrics
 from exporters.registry import ExporterContext, ExporterKind, KafkaConnection
 from sidecar.app.scorer_factory import build_scorers, facts_for, kind_for
-from sidecar.core import Sink, problem_of
+from sidecar.core import Flushable, Sink, problem_of
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
@@ -54,6 +57,8 @@ class Assembly:
     sinks: tuple[Sink, ...]
     observer: Observers
     metrics: SidecarMetrics | None
+    # Checkpointed like the sinks, after them, but fed by them rather than by runs (the score dead letters).
+    publishers: tuple[Flushable, ...] = ()
 
     def judges_holding(self) -> str | None:
         """A readiness problem while a judge holds runs: the records after them cannot be committed."""
@@ -151,8 +156,10 @@ def assemble(
         for configured, scorer_settings in zip(scorers, settings.scorers, strict=True)
     }
     signals: list[tuple[str, str, Callable[[], bool]]] = []  # exporter, optional signal, is it off
-    exported = _sinks(settings, observer, judged, signals) if sinks else ()
+    letters = _dead_letters(settings, observer) if sinks else None
+    exported = _sinks(settings, observer, judged, signals, letters) if sinks else ()
     destinations = tuple(sink for _, sink in exported)
+    publishers: tuple[Flushable, ...] = (letters,) if letters is not None else ()
     if metrics is not None:
         for judge in judges.values():
             metrics.register_judge(judge.model)
@@ -174,7 +181,25 @@ def assemble(
             )
         for name, signal, is_off in signals:
             metrics.track_exporter_signal(name, signal, is_off)
-    return Assembly(judges, tuple(scorers), destinations, observer, metrics)
+        if letters is not None:
+            metrics.register_exporter(letters.name, lambda: letters.outstanding, drop_reasons=("rejected",))
+    return Assembly(judges, tuple(scorers), destinations, observer, metrics, publishers)
+
+
+def _kafka_connection(settings: Settings) -> KafkaConnection:
+    return KafkaConnection(
+        settings.kafka.bootstrap_servers_str,
+        settings.kafka.security.client_options(),
+        enable_idempotence=settings.kafka.enable_idempotence,
+    )
+
+
+def _dead_letters(settings: EvalSettings, observer: ServiceObserver) -> ScoreDeadLetters:
+    """The score topic's dead-letter publisher: where every sink sets aside what it drops for good."""
+    if not isinstance(settings, Settings):
+        raise TypeError("the live sinks need the live settings (with kafka)")
+    topic = settings.exporters.kafka_scores.score_dead_letter_topic
+    return ScoreDeadLetters(_kafka_connection(settings), topic, observer=observer)
 
 
 def _sinks(
@@ -182,16 +207,13 @@ def _sinks(
     observer: ServiceObserver,
     judged: Mapping[str, bool],
     signals: list[tuple[str, str, Callable[[], bool]]],
+    letters: ScoreDeadLetters | None,
 ) -> tuple[tuple[ExporterKind[Any], Sink], ...]:
     """Every declared exporter's sink, from its own block (in the settings' order; an exporter left off
     builds none)."""
     if not isinstance(settings, Settings):
         raise TypeError("the live sinks need the live settings (with kafka)")
-    kafka = KafkaConnection(
-        settings.kafka.bootstrap_servers_str,
-        settings.kafka.security.client_options(),
-        enable_idempotence=settings.kafka.enable_idempotence,
-    )
+    kafka = _kafka_connection(settings)
     built: list[tuple[ExporterKind[Any], Sink]] = []
     for kind, block in settings.exporters.declared():
 
@@ -199,6 +221,8 @@ def _sinks(
             signals.append((exporter, signal, is_off))
 
         context = ExporterContext(observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal)
+        if letters is not None:
+            context = dataclasses.replace(context, set_aside=letters.set_aside)
         sink = kind.build(block, context)
         if sink is not None:
             built.append((kind, sink))

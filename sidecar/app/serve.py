@@ -64,6 +64,7 @@ async def run_service(
         topics=kafka.topics,
         scorers=assembly.scorers,
         sinks=assembly.sinks,
+        publishers=assembly.publishers,
         observer=assembly.observer,
         limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
         consumer_options=kafka.consumer_options(),
@@ -95,9 +96,10 @@ async def run_service(
 
 
 def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
-    """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports."""
-    otlp = settings.exporters.otlp
-    return otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
+    """What ingest keeps of the scored span's resource: what the exporters that are on read of it (what OTLP
+    copies, the environment Langfuse files a score under), each declared with its exporter."""
+    kept = (name for kind, block in settings.exporters.declared() for name in kind.kept_resource_attributes(block))
+    return tuple(dict.fromkeys(kept))
 
 
 async def _metrics_server(

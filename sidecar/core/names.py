@@ -110,6 +110,9 @@ DL_SOURCE_OFFSET: Final = "x-dead-letter-source-offset"
 DL_SPAN_ID: Final = "x-dead-letter-span-id"
 DL_TRACE_ID: Final = "x-dead-letter-trace-id"
 DL_ENCODING: Final = "x-dead-letter-encoding"
+# Score dead letters (exporters.dead_letters): the exporter that refused it, and the size of a value left out.
+DL_EXPORTER: Final = "x-dead-letter-exporter"
+DL_TRUNCATED: Final = "x-dead-letter-truncated"
 
 # --- OpenInference token counts (kept apart: read only as a fallback for GenAI usage) ---------------
 LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"

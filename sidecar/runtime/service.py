@@ -19,7 +19,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from sidecar.core import Sink
+from sidecar.core import Flushable, Sink
 from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
@@ -52,6 +52,7 @@ class ScoringService:
         topics: Sequence[str],
         scorers: Sequence[ConfiguredScorer],
         sinks: Sequence[Sink],
+        publishers: Sequence[Flushable] = (),
         observer: ServiceObserver | None = None,
         limits: RuntimeLimits | None = None,
         consumer_options: dict[str, Any] | None = None,
@@ -72,6 +73,8 @@ class ScoringService:
         self._source: RecordSource = source or GroupSubscription(topics)
         self._scorers = tuple(scorers)
         self._sinks = tuple(sinks)
+        # Flushed, started and closed with the sinks, after them: what the sinks hand on (score dead letters).
+        self._parts: tuple[Flushable, ...] = (*sinks, *publishers)
         self._observer = observer = observer or ServiceObserver()
         self._readiness_checks = tuple(readiness_checks)
         self._ledger: RecordLedger[TopicPartition] = RecordLedger()
@@ -139,12 +142,12 @@ class ScoringService:
         background: list[asyncio.Task[None]] = []
         try:
             clients = await start_clients(
-                self._clients, self._sinks, stop, waiting=self._set_waiting, phase=self._set_phase
+                self._clients, self._parts, stop, waiting=self._set_waiting, phase=self._set_phase
             )
             if clients is None:
                 return  # stopped while waiting for the broker: nothing was consumed
             consumer = clients.consumer
-            self._checkpoints = Checkpoint(self._ledger.offsets, self._sinks, consumer, self._observer)
+            self._checkpoints = Checkpoint(self._ledger.offsets, self._parts, consumer, self._observer)
             publisher = DeadLetterPublisher(
                 clients.producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding
             )
@@ -286,7 +289,7 @@ class ScoringService:
         if clients is not None:
             steps["leaving the consumer group"] = clients.consumer.stop()
             steps["stopping the dead-letter producer"] = clients.producer.stop()
-        for sink in self._sinks:
+        for sink in self._parts:
             steps[f"closing exporter {sink.name}"] = sink.close()
         self.stop_phase = "closing: " + ", ".join(steps)
         await close_side_by_side(steps, clock, report)
