@@ -468,7 +468,13 @@ async def test_otlp_exports_run_off_the_event_loop(otlp_receiver: OtlpReceiver) 
 
 def test_every_declared_exporter_has_its_settings_field_and_its_block_model() -> None:
     kinds = exporter_kinds()
-    assert [kind.name for kind, _ in ExportersSettings().declared()] == ["kafka_scores", "otlp", "phoenix"]
+    assert [kind.name for kind, _ in ExportersSettings().declared()] == [
+        "kafka_scores",
+        "otlp",
+        "phoenix",
+        "langfuse",  # issue 26
+        "datadog",
+    ]
     fields = ExportersSettings.model_fields
     assert set(fields) - {"prometheus"} == set(kinds)
     for name, kind in kinds.items():

@@ -5,7 +5,7 @@ A destination is its payload mapping (a run → one item, a batch of items → o
 queue (``exporters.delivery.queue``): one request per batch, one request at a time.
 
 The classifier (:class:`StatusClassifier`) reads each answer; a sink's hooks are asked first (Phoenix: a
-404 that names spans it does not have yet is a ``wait``), then:
+404 that names spans it does not have yet is a ``wait``; Langfuse: a 207 that refuses some scores), then:
 
 * 2xx: confirmed;
 * 401, 403 (the credentials) and 404, 405 (no such API at that URL): :class:`Refused`: kept and sent again
@@ -71,20 +71,21 @@ Hook = Callable[[HttpAnswer, Sequence[V]], Verdict | None]
 @dataclass(frozen=True)
 class StatusClassifier(Generic[V]):
     """An HTTP answer → a verdict (see the module doc). ``credentials`` and ``no_api`` word the readiness
-    problem of a 401/403 and a 404/405; ``hooks`` (a sink's own cases) are asked first, for any non-2xx."""
+    problem of a 401/403 and a 404/405; ``hooks`` (a sink's own cases) are asked first, for any answer (a 207
+    multi-status is a 2xx that says some items were refused)."""
 
     credentials: Callable[[HttpAnswer], str]
     no_api: Callable[[HttpAnswer], str]
     hooks: tuple[Hook[V], ...] = ()
 
     def __call__(self, answer: HttpAnswer, values: Sequence[V]) -> Verdict:
-        status = answer.status
-        if 200 <= status < 300:
-            return CONFIRMED
         for hook in self.hooks:
             verdict = hook(answer, values)
             if verdict is not None:
                 return verdict
+        status = answer.status
+        if 200 <= status < 300:
+            return CONFIRMED
         if status in (401, 403):
             return Refused(self.credentials(answer))
         if status in (404, 405):

@@ -8,15 +8,19 @@ from typing import Any
 
 from pydantic import Field
 
+from exporters.datadog import DatadogExporterSettings
 from exporters.kafka_scores import KafkaScoresExporterSettings
+from exporters.langfuse import LangfuseExporterSettings
 from exporters.otlp import OtlpExporterSettings
 from exporters.phoenix import PhoenixExporterSettings
 from exporters.registry import ExporterKind, exporter_kinds
 from sidecar.core.config import FrozenConfig
 
 __all__ = [
+    "DatadogExporterSettings",
     "ExportersSettings",
     "KafkaScoresExporterSettings",
+    "LangfuseExporterSettings",
     "OtlpExporterSettings",
     "PhoenixExporterSettings",
     "PrometheusExporterSettings",
@@ -35,6 +39,8 @@ class ExportersSettings(FrozenConfig):
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
     otlp: OtlpExporterSettings = OtlpExporterSettings()
     phoenix: PhoenixExporterSettings = PhoenixExporterSettings()
+    langfuse: LangfuseExporterSettings = LangfuseExporterSettings()
+    datadog: DatadogExporterSettings = DatadogExporterSettings()
 
     def declared(self) -> list[tuple[ExporterKind[Any], FrozenConfig]]:
         """Every declared exporter with its block, in the fields' order."""
