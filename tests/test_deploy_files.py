@@ -33,8 +33,15 @@ COLLECTOR_CONFIGS = [
     DEPLOY / "otel-collector" / "otel-collector.yaml",
     DEPLOY / "otel-collector" / "otel-collector-phoenix.yaml",
     DEPLOY / "k8s" / "sidecar-container" / "otel-collector.yaml",
+    DEPLOY / "backends" / "otel-collector-langfuse.yaml",
+    DEPLOY / "backends" / "otel-collector-datadog.yaml",
 ]
-SIDECAR_CONFIGS = [DEPLOY / "compose" / "sidecar.yaml", DEPLOY / "k8s" / "base" / "sidecar.yaml"]
+SIDECAR_CONFIGS = [
+    DEPLOY / "compose" / "sidecar.yaml",
+    DEPLOY / "k8s" / "base" / "sidecar.yaml",
+    DEPLOY / "backends" / "sidecar-langfuse.yaml",
+    DEPLOY / "backends" / "sidecar-datadog.yaml",
+]
 KUSTOMIZATIONS = [DEPLOY / "k8s" / "deployment", DEPLOY / "k8s" / "sidecar-container"]
 
 # Keys of the contrib Kafka exporter (exporter/kafkaexporter/README.md, v0.124+ per-signal layout).

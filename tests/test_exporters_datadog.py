@@ -23,7 +23,7 @@ from exporters.datadog import (
     evaluation_label,
 )
 from exporters.delivery import DeadLetter
-from exporters.registry import SettingsView, exporter_kinds
+from exporters.registry import ExporterContext, SettingsView, exporter_kinds
 from sidecar import __version__
 from sidecar.core import ScoredRun, Sink
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
@@ -310,13 +310,17 @@ async def test_429_waits_for_retry_after_and_403_blocks_and_names_the_key(
 # --- the block and the declaration ------------------------------------------------------------------------------
 
 
-def test_the_block_checks_site_url_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_block_checks_site_and_url_and_reads_the_key(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delenv("DD_API_KEY", raising=False)
     assert not DatadogExporterSettings().enabled
     assert DatadogExporterSettings(site="datadoghq.eu").url == "https://api.datadoghq.eu"
     assert DatadogExporterSettings(base_url="http://proxy:8126").url == "http://proxy:8126"
-    with pytest.raises(ValidationError, match="DD_API_KEY"):
-        DatadogExporterSettings(enabled=True)
+    with caplog.at_level(logging.WARNING, logger="exporters.datadog"):  # the key may be set where it runs
+        sink = exporter_kinds()["datadog"].build(DatadogExporterSettings(enabled=True), ExporterContext())
+    assert isinstance(sink, DatadogEvaluationSink)
+    assert ["DD_API_KEY" in r.getMessage() for r in caplog.records] == [True]
     monkeypatch.setenv("DD_API_KEY", "k")
     assert DatadogExporterSettings(enabled=True).api_key_value() == "k"
     with pytest.raises(ValidationError, match="site"):

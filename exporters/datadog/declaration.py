@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,8 @@ from exporters.score_facts import ENVIRONMENT_ATTRIBUTES
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
 
 __all__ = ["DatadogExporterSettings", "DatadogThreshold", "build_datadog_sink"]
+
+log = logging.getLogger("exporters.datadog")
 
 _SITE = re.compile(r"^[a-z0-9.-]+\.[a-z]{2,}$")
 
@@ -60,8 +63,6 @@ class DatadogExporterSettings(FrozenConfig):
             problems.append(config_problem(("site",), "a Datadog site such as datadoghq.com or datadoghq.eu"))
         if self.base_url is not None and not re.match(r"^https?://[^/]", self.base_url):
             problems.append(config_problem(("base_url",), "must start with http:// or https://"))
-        if self.enabled and self.api_key is None and not os.environ.get(DD_API_KEY_ENV):
-            problems.append(config_problem(("api_key",), f"required: set {DD_API_KEY_ENV} (or this key)"))
         raise_problems(type(self), problems)
         return self
 
@@ -111,9 +112,17 @@ def _environment_attributes(block: DatadogExporterSettings) -> tuple[str, ...]:
 def build_datadog_sink(block: DatadogExporterSettings, context: ExporterContext) -> DatadogEvaluationSink | None:
     if not block.enabled:
         return None
+    api_key = block.api_key_value()
+    if not api_key:
+        # Checked here, where the service runs (as a judge's key): Datadog will refuse (403), /readyz says so.
+        log.warning(
+            "exporters.datadog has no API key: set %s (or exporters.datadog.api_key); Datadog refuses evaluations "
+            "without one",
+            DD_API_KEY_ENV,
+        )
     return DatadogEvaluationSink(
         block.url,
-        api_key=block.api_key_value(),
+        api_key=api_key,
         ml_app=block.ml_app,
         thresholds={scorer: Threshold(t.min, t.max) for scorer, t in block.thresholds.items()},
         batch_size=block.batch_size,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -15,6 +16,8 @@ from exporters.registry import ExporterContext, exporter_kind
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
 
 __all__ = ["LangfuseExporterSettings", "build_langfuse_sink"]
+
+log = logging.getLogger("exporters.langfuse")
 
 
 class LangfuseExporterSettings(FrozenConfig):
@@ -42,10 +45,6 @@ class LangfuseExporterSettings(FrozenConfig):
             problems.append(config_problem(("base_url",), "must start with http:// or https://"))
         if self.environment is not None and (problem := environment_problem(self.environment)) is not None:
             problems.append(config_problem(("environment",), problem))
-        if self.is_enabled:
-            for field, env in (("public_key", LANGFUSE_PUBLIC_KEY_ENV), ("secret_key", LANGFUSE_SECRET_KEY_ENV)):
-                if getattr(self, field) is None and not os.environ.get(env):
-                    problems.append(config_problem((field,), f"required: set {env} (or this key)"))
         raise_problems(type(self), problems)
         return self
 
@@ -76,6 +75,15 @@ def build_langfuse_sink(block: LangfuseExporterSettings, context: ExporterContex
     if not (block.is_enabled and block.base_url):
         return None
     public, secret = block.keys()
+    if not (public and secret):
+        # Checked here, where the service runs, not at validation: the keys may be set only there (as a
+        # judge's). Langfuse will refuse the scores (401): the readiness problem says so too.
+        log.warning(
+            "exporters.langfuse has no key pair: set %s and %s (or exporters.langfuse.public_key and secret_key); "
+            "Langfuse refuses scores without them",
+            LANGFUSE_PUBLIC_KEY_ENV,
+            LANGFUSE_SECRET_KEY_ENV,
+        )
     return LangfuseScoreSink(
         block.base_url,
         public_key=public,
