@@ -242,3 +242,46 @@ def test_the_live_sinks_follow_the_exporters_settings() -> None:
     assert assembly.exporters_refused() is None
     phoenix._problem = "Phoenix at http://127.0.0.1:6006 refuses the API key (HTTP 401)"
     assert assembly.exporters_refused() == "phoenix: Phoenix at http://127.0.0.1:6006 refuses the API key (HTTP 401)"
+
+
+def test_langfuse_datadog_and_the_dead_letters_are_assembled_and_ingest_keeps_what_they_read() -> None:
+    """Both new exporters from settings (keys from the block, never in repr), the score dead letters
+    checkpointed after the sinks with their own series, and ingest keeping the deployment environment for
+    them whether or not OTLP is on."""
+    from prometheus_client import generate_latest
+
+    from exporters.datadog import DatadogEvaluationSink
+    from exporters.dead_letters import ScoreDeadLetters
+    from exporters.langfuse import LangfuseScoreSink
+    from sidecar.app.serve import _kept_resource_attributes
+
+    text = textwrap.dedent(
+        """
+        kafka: {bootstrap_servers: localhost:9092}
+        judges:
+          default: {model: openai/gpt-4o-mini, api_base: "http://127.0.0.1:9/v1", api_key: sk-x}
+        scorers:
+          - {id: prompt-alignment, kind: prompt-alignment, judge: default}
+        exporters:
+          kafka_scores: {topic: scores}
+          langfuse: {base_url: "http://127.0.0.1:3000", public_key: pk-lf, secret_key: sk-lf-secret}
+          datadog: {enabled: true, site: datadoghq.eu, api_key: dd-secret, thresholds: {prompt-alignment: {min: 0.5}}}
+        """
+    )
+    settings = load_settings(text)
+    metrics = SidecarMetrics()
+    assembly = assemble(settings, metrics=metrics, sinks=True)
+    by_name = {sink.name: sink for sink in assembly.sinks}
+    assert sorted(by_name) == ["datadog", "kafka_scores", "langfuse"]
+    langfuse, datadog = by_name["langfuse"], by_name["datadog"]
+    assert isinstance(langfuse, LangfuseScoreSink) and langfuse.url == "http://127.0.0.1:3000/api/public/scores"
+    assert isinstance(datadog, DatadogEvaluationSink)
+    assert datadog.url == "https://api.datadoghq.eu/api/intake/llm-obs/v2/eval-metric"
+    assert "sk-lf-secret" not in repr(langfuse) and "dd-secret" not in repr(datadog)
+    [letters] = assembly.publishers
+    assert isinstance(letters, ScoreDeadLetters) and letters.topic == "scores.dead_letter"
+    exposition = generate_latest(metrics.registry).decode()
+    for exporter in ("langfuse", "datadog", "dead_letters"):
+        assert f'scoring_sidecar_exporter_dropped_total{{exporter="{exporter}",reason="rejected"}} 0.0' in exposition
+        assert f'scoring_sidecar_exporter_up{{exporter="{exporter}"}} 1.0' in exposition
+    assert _kept_resource_attributes(settings) == ("deployment.environment.name", "deployment.environment")
