@@ -199,11 +199,14 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
         if answer.status == 400 and len(batch) == 1:
             # Alone and still refused as an array: the score itself, or a server that takes no arrays.
             single = await self.post(values[0].body)
-            if isinstance(single, HttpAnswer) and 200 <= single.status < 300:
+            if isinstance(single, Outcome):  # no answer this time: nothing learnt, try again later
+                settle(batch, self.outcome_of(single))
+                return
+            if 200 <= single.status < 300:
                 self._no_arrays()
                 settle(batch, self.outcome_of(CONFIRMED))
                 return
-            answer = single if isinstance(single, HttpAnswer) else answer
+            answer = single
         settle(batch, self.outcome_of(self.classify(answer, values)))
 
     def _no_arrays(self) -> None:
