@@ -159,6 +159,8 @@ def assemble(
     letters = _dead_letters(settings, observer) if sinks else None
     exported = _sinks(settings, observer, judged, signals, letters) if sinks else ()
     destinations = tuple(sink for _, sink in exported)
+    if not exported:  # no exporter, nothing to set aside (and no producer to start for it)
+        letters = None
     publishers: tuple[Flushable, ...] = (letters,) if letters is not None else ()
     if metrics is not None:
         for judge in judges.values():
