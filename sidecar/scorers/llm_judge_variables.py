@@ -25,7 +25,7 @@ from sidecar.scorers.text import (
     get_user_message_from_run_input,
 )
 from sidecar.scorers.tools import ToolCall, tool_invocations
-from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart, ToolInvocationPart
+from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart, ToolInvocation, ToolInvocationPart
 from sidecar.scoring.steps import ScorerRun
 from sidecar.scoring.types import to_json_value
 
@@ -136,8 +136,18 @@ def _number(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else str(value)
 
 
+def _json_default(value: Any) -> Any:
+    converted = to_json_value(value)
+    return str(value) if converted is value else converted
+
+
+# One encoder for every run (json.dumps builds one per call when given options). Tool arguments and results are
+# plain JSON already: models (rare) are converted only where met.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), default=_json_default)
+
+
 def _json(value: Any) -> str:
-    return json.dumps(to_json_value(value), ensure_ascii=False, separators=(", ", ": "), default=str)
+    return _ENCODER.encode(value)
 
 
 def _text_or_json(value: Any) -> str:
@@ -164,7 +174,13 @@ def _output(run: ScorerRun) -> str:
 
 
 def _system(run: ScorerRun) -> str:
-    return get_combined_system_prompt(run.input)
+    value = run.input
+    if isinstance(value, AgentRunInput):  # the service's runs: typed, no JSON round trip
+        texts = [m.content for m in value.system_messages if m.content]
+        texts.extend(m.text for m in value.input_messages if m.role == "system" and m.text)
+        texts.extend(m.content for tagged in value.tagged_system_messages.values() for m in tagged if m.content)
+        return "\n\n".join(texts)
+    return get_combined_system_prompt(value)
 
 
 def _message_line(message: AgentMessage) -> str:
@@ -195,8 +211,26 @@ def _call_line(call: ToolCall) -> str:
     return f"{head} → {_text_or_json(call.result)}"
 
 
+def _invocation_line(call: ToolInvocation) -> str:
+    head = f"{call.tool_name}({_text_or_json(call.args)})"
+    if call.state != "result":
+        return f"{head} → (no result)"
+    return f"{head} → {_text_or_json(call.result)}"
+
+
 def _tool_calls(run: ScorerRun) -> tuple[str, ...]:
-    return tuple(_call_line(call) for call in tool_invocations(run.input, run.output))
+    value, output = run.input, run.output
+    typed_output = isinstance(output, tuple | list) and all(isinstance(m, AgentMessage) for m in output)
+    if typed_output and (value is None or isinstance(value, AgentRunInput)):
+        # The service's runs, typed: the turn's calls read directly (the generic reading goes through JSON).
+        turn: list[AgentMessage] = []
+        if isinstance(value, AgentRunInput):
+            inputs = value.input_messages
+            last_user = max((i for i, m in enumerate(inputs) if m.role == "user"), default=-1)
+            turn.extend(m for m in inputs[last_user + 1 :] if m.role in ("assistant", "tool"))
+        turn.extend(output)
+        return tuple(_invocation_line(call) for message in turn for call in message.tool_invocations)
+    return tuple(_call_line(call) for call in tool_invocations(value, output))
 
 
 def _context(run: ScorerRun) -> tuple[str, ...]:
