@@ -40,6 +40,7 @@ __all__ = [
     "joined",
     "needs_of",
     "run_text",
+    "variables_table",
 ]
 
 # What a variable's text is for one run: one text, or the items of a list (documents, calls, messages).
@@ -261,3 +262,20 @@ def joined(name: str, items: Sequence[str]) -> str:
 
 def needs_of(names: Iterable[str]) -> frozenset[Need]:
     return frozenset(VARIABLES[name].need for name in names if name in VARIABLES)
+
+
+def variables_table() -> str:
+    """The variables as a Markdown table (docs/custom-judges.md holds it; a test keeps the two equal)."""
+    rows = [
+        "| variable | what it holds | scope: span | scope: trace | eval datasets |",
+        "|---|---|---|---|---|",
+    ]
+    for variable in VARIABLES.values():
+        cells = ["yes" if scope in variable.live_scopes else "no" for scope in ("span", "trace")]
+        rows.append(f"| `{variable.name}` | {variable.holds} | {cells[0]} | {cells[1]} | yes |")
+    for namespace, holds in (
+        ("span", "an attribute of the scored span (the agent span at scope trace), by key"),
+        ("resource", "an attribute of the scored span's resource (`service.version`, …), by key"),
+    ):
+        rows.append(f"| `{namespace}.attributes['KEY']` | {holds} | yes | yes | no (not set) |")
+    return "\n".join(rows)
