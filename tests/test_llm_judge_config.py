@@ -25,8 +25,8 @@ from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.core import names as n
 from sidecar.core.scored import score_id_of
 from sidecar.ingest.pipeline import IngestConfig, process_record
-from sidecar.scorers.llm_judge_variables import variables_table
 from sidecar.runtime.attempt import attempt_scorer
+from sidecar.scorers.llm_judge_variables import variables_table
 from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import agent_run
