@@ -339,3 +339,13 @@ def test_template_syntax_and_quote_tags_in_traced_content_stay_inert(request: st
         f"T: {quote_untrusted('span_attribute', shown_tenant)} {quote_untrusted('output', shown_answer)}"
     )
     assert prompt == expected.strip()
+
+
+def test_jinja_globals_and_loops_are_not_taken_for_unknown_variables() -> None:
+    template = compile_template(
+        "{% set ns = namespace(failed=0) %}{% for call in tool_calls %}{% if loop.last %}{% set ns.failed = 1 %}"
+        "{% endif %}{% endfor %}{% for i in range(2) %}{{ i }}{% endfor %} {{ ns.failed }} {{ output }}"
+    )
+    assert template.render({"tool_calls": ("a", "b"), "output": "x"}) == (
+        "01 1 <untrusted_output>\nx\n</untrusted_output>"
+    )

@@ -46,8 +46,6 @@ _OPEN, _CLOSE = "\ue000", "\ue001"
 # Letters of both cases inside: a case filter (upper, lower, title, capitalize) changes the placeholder too.
 _TOKEN = re.compile(f"{_OPEN}qV(\\d+){_CLOSE}")
 _FORBIDDEN_NODES = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
-# Names the template may use beyond the variables: Jinja's own loop variable.
-_JINJA_NAMES = frozenset({"loop"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +172,9 @@ _ENVIRONMENT = _JudgeEnvironment(
     lstrip_blocks=True,
     keep_trailing_newline=False,
 )
+
+# Names the template may use beyond the variables: Jinja's loop variable and its globals (range, namespace, …).
+_JINJA_NAMES = frozenset({"loop", *_ENVIRONMENT.globals})
 
 
 # -- the compiled template -------------------------------------------------------------------------------------
