@@ -31,6 +31,7 @@ __all__ = [
     "NumberOutput",
     "OutputType",
     "answer_format",
+    "canonical",
     "verdict_schema",
     "verdict_score",
 ]

@@ -38,7 +38,7 @@ from sidecar.scorers.llm_judge_variables import (
 )
 from sidecar.scoring.prompting import quote_untrusted
 
-__all__ = ["JudgeTemplate", "TemplateProblem", "TemplateProblems", "compile_template"]
+__all__ = ["JudgeTemplate", "TemplateProblem", "TemplateProblems", "TemplateUseError", "compile_template"]
 
 # Placeholders are built from private-use characters: the template's own text never holds them by accident,
 # and a leftover one after substitution means the template changed a value's text.
