@@ -134,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     # Set by the supervisor for its worker processes, not by users.
     run.add_argument("--worker", help=argparse.SUPPRESS)
     run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
+    _add_preview(commands)
     commands.add_parser(
         "kinds",
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
@@ -159,6 +160,60 @@ def _parser() -> argparse.ArgumentParser:
         help="input/output tokens per judge call for the cost estimate (default 1500/300)",
     )
     return parser
+
+
+def _add_preview(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    preview = commands.add_parser(
+        "preview",
+        help="try one scorer on recent runs: prompt, judge answer, score, label, cost; nothing exported or committed",
+        description="Read the newest agent runs (from the configured topic without joining the consumer group or "
+        "committing, from a file of OTLP records, or from an eval dataset), render the scorer's prompt for each, call "
+        "its judge, and print per run the scored span, the prompt (traced content shortened), the judge's answer, the "
+        "score, label and reason, tokens and cost; then the distribution. Nothing is exported, nothing committed. "
+        "Exit 0: runs shown; 1: none found; 2: invalid configuration, option or source.",
+    )
+    preview.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration")
+    preview.add_argument("--scorer", required=True, metavar="ID", help="the scorer to try (its id under scorers)")
+    source = preview.add_mutually_exclusive_group()
+    source.add_argument("--from-topic", action="store_true", help="the configured topics' newest records (default)")
+    source.add_argument("--file", metavar="OTLP_FILE", help="OTLP/JSON lines, or one OTLP protobuf export")
+    source.add_argument("--dataset", metavar="EVAL_DATASET", help="an eval dataset (.jsonl or .csv)")
+    preview.add_argument("-n", type=int, default=5, metavar="N", help="runs to preview (default 5)")
+    preview.add_argument(
+        "--show-prompt-only", action="store_true", help="render the prompts without calling a judge (no cost)"
+    )
+    preview.add_argument(
+        "--stand-in-judge",
+        action="store_true",
+        help="judge with the local stand-in heuristic (not a language model) instead of the configured judges",
+    )
+    preview.add_argument(
+        "--max-chars", type=int, default=300, metavar="N", help="traced content shown per quoted piece (default 300)"
+    )
+
+
+def _preview(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from sidecar.preview import PreviewOptions, parse_source
+    from sidecar.preview import main as preview_main
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    source, path = parse_source(args.file, args.dataset)
+    options = PreviewOptions(
+        config=Path(args.config),
+        scorer=args.scorer,
+        source=source,
+        path=path,
+        n=args.n,
+        show_prompt_only=args.show_prompt_only,
+        stand_in=args.stand_in_judge,
+        max_chars=args.max_chars,
+    )
+    return preview_main(options)
 
 
 def _guarded(command: str, action: Callable[[], int]) -> int:
@@ -419,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded("eval", lambda: _eval(args))
     if args.command == "validate":
         return _guarded("validate", lambda: _validate(args))
+    if args.command == "preview":
+        return _guarded("preview", lambda: _preview(args))
     if args.command == "kinds":
         from sidecar.scorers.registry import kinds_table
 

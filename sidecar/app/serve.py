@@ -19,12 +19,13 @@ from sidecar.app.intake_log import IntakeTally, log_intake
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.agent_labels import AgentLabels
+from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.startup import listen_failure
 from sidecar.settings import Settings
 
-__all__ = ["run_service", "serve"]
+__all__ = ["kept_resource_attributes", "kept_span_attributes", "run_service", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,11 @@ async def run_service(
     service = ScoringService(
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=kafka.group_id,
-        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=_kept_resource_attributes(settings)),
+        ingest=kafka.ingest_config(
+            kafka.topics[0],
+            resource_attributes=kept_resource_attributes(settings, assembly.scorers),
+            span_attributes=kept_span_attributes(assembly.scorers),
+        ),
         topics=kafka.topics,
         scorers=assembly.scorers,
         sinks=assembly.sinks,
@@ -94,10 +99,17 @@ async def run_service(
         await assembly.aclose()
 
 
-def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
-    """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports."""
+def kept_resource_attributes(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:
+    """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports, and what
+    the configured scorers read (the keys judges written in YAML name)."""
     otlp = settings.exporters.otlp
-    return otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
+    copied = otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
+    return frozenset(copied).union(*(configured.facts.resource_attributes for configured in scorers))
+
+
+def kept_span_attributes(scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:
+    """What ingest keeps of the scored span's own attributes: what the configured scorers read (usually none)."""
+    return frozenset().union(*(configured.facts.span_attributes for configured in scorers))
 
 
 async def _metrics_server(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -64,6 +64,9 @@ class SpanTarget(BaseModel):
     # The scored span's resource attributes that ingest was told to keep (IngestConfig.resource_attributes),
     # in the resource's order: the OTLP exporter copies them onto the resource of the run's spans.
     resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
+    # The scored span's own attributes that ingest was told to keep (IngestConfig.span_attributes: the keys
+    # judges written in YAML read), by key: none unless a configured scorer asks.
+    span_attributes: tuple[tuple[str, Any], ...] = ()
 
 
 class RunAssembly(BaseModel):

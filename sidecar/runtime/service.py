@@ -93,6 +93,7 @@ class ScoringService:
                 observer=observer,
                 max_in_flight_runs=limits.max_in_flight_runs,
                 dead_letter_topic=ingest.dead_letter_topic,
+                span_attributes=ingest.span_attributes,
             )
             if trace_scorers
             else None

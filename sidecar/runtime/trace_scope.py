@@ -59,6 +59,7 @@ class TraceScope:
         observer: ServiceObserver,
         max_in_flight_runs: int,
         dead_letter_topic: str,
+        span_attributes: frozenset[str] = frozenset(),
     ) -> None:
         self._scorers = tuple(scorers)
         self._limits = limits
@@ -69,6 +70,7 @@ class TraceScope:
         self._observer = observer
         self._max_in_flight_runs = max_in_flight_runs
         self._dead_letter_topic = dead_letter_topic
+        self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
@@ -219,6 +221,7 @@ class TraceScope:
                     configured.selection,
                     ready_reason=reason,
                     complete=complete,
+                    span_attributes=self._span_attributes,
                 )
             runs.extend((configured, request) for request in result.runs)
             for reject in result.rejects:
