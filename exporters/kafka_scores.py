@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "agent_scores"
 CONTENT_TYPE = "application/json"
+# What produced the record: the live service, or a backfill of a past window (``scoring-sidecar backfill``). The
+# score id does not depend on it: a backfilled score replaces the live one for the same scorer and span.
 SCORE_SOURCE = "live"
 
 # Model fields that never enter a record: the traced conversation (see the module docstring), and run
@@ -157,10 +159,11 @@ class _Pending:
     epoch: int
 
 
-def _encode(run: ScoredRun) -> ScoreRecord | None:
+def _encode(run: ScoredRun, score_source: str = SCORE_SOURCE) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
         return None
+    body["scoreSource"] = score_source
     # pydantic-core's encoder (Rust): compact UTF-8 JSON like json.dumps(ensure_ascii=False, separators=(",",
     # ":")) at a fraction of the CPU; non-finite floats (which no record should hold) become null.
     value = pydantic_core.to_json(body, inf_nan_mode="null")
@@ -207,11 +210,13 @@ class KafkaScoreSink:
         compression_type: str | None = None,
         max_pending: int = 10_000,
         observer: ServiceObserver | None = None,
+        score_source: str = SCORE_SOURCE,
     ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.score_source = score_source
         self.max_pending = max_pending
         self._observer = observer or ServiceObserver()
         self._options: dict[str, Any] = {
@@ -265,7 +270,7 @@ class KafkaScoreSink:
     async def submit(self, run: ScoredRun) -> None:
         """Queue the run's record, if it has one. Never raises for the broker; waits only while the
         sink holds ``max_pending`` unacknowledged records."""
-        record = _encode(run)
+        record = _encode(run, self.score_source)
         if record is None:
             self.ignored[run.outcome] += 1
             return

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from exporters.kafka_scores import KafkaScoreSink
+from exporters.kafka_scores import SCORE_SOURCE, KafkaScoreSink
 from exporters.otlp import OtlpTraceSink
 from exporters.phoenix import DROP_REASONS as PHOENIX_DROP_REASONS
 from exporters.phoenix import AnnotatorKind, PhoenixAnnotationSink
@@ -112,12 +112,14 @@ def assemble(
     observers: Sequence[ServiceObserver] = (),
     sinks: bool = False,
     max_hold_s: float | None = None,
+    score_source: str = SCORE_SOURCE,
 ) -> Assembly:
     """Build the parts ``settings`` describes. Raises ``SettingsError`` (key and line) when a scorer cannot
     be built or calls an undeclared judge.
 
     ``sinks``: build the live destinations (needs ``Settings``, with Kafka). ``max_hold_s``: how long a judge
-    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it).
+    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it). ``score_source``:
+    what the score records say produced them (``backfill`` for a past window; the score ids do not change).
     """
     observer = Observers([*([metrics] if metrics is not None else []), *observers])
     judges: dict[str, AssembledJudge] = {}
@@ -156,7 +158,7 @@ def assemble(
         configured.scorer.id: "LLM" if configured.judge_model is not None or scorer_settings.needs_judge else "CODE"
         for configured, scorer_settings in zip(scorers, settings.scorers, strict=True)
     }
-    destinations = _sinks(settings, observer, annotator_kinds) if sinks else ()
+    destinations = _sinks(settings, observer, annotator_kinds, score_source) if sinks else ()
     if metrics is not None:
         for judge in judges.values():
             metrics.register_judge(judge.model)
@@ -191,7 +193,7 @@ def _signal_off(sink: OtlpTraceSink, signal: str) -> bool:
 
 
 def _sinks(
-    settings: EvalSettings, observer: ServiceObserver, annotator_kinds: dict[str, AnnotatorKind]
+    settings: EvalSettings, observer: ServiceObserver, annotator_kinds: dict[str, AnnotatorKind], score_source: str
 ) -> tuple[Sink, ...]:
     if not isinstance(settings, Settings):
         raise TypeError("the live sinks need the live settings (with kafka)")
@@ -207,6 +209,7 @@ def _sinks(
                 enable_idempotence=kafka.enable_idempotence,
                 max_pending=exporters.kafka_scores.max_pending_records,
                 observer=observer,
+                score_source=score_source,
             )
         )
     if exporters.otlp.is_enabled and exporters.otlp.endpoint:

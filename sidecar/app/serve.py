@@ -24,7 +24,7 @@ from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.startup import listen_failure
 from sidecar.settings import Settings
 
-__all__ = ["run_service", "serve"]
+__all__ = ["kept_resource_attributes", "run_service", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ async def run_service(
     service = ScoringService(
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=kafka.group_id,
-        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=_kept_resource_attributes(settings)),
+        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=kept_resource_attributes(settings)),
         topics=kafka.topics,
         scorers=assembly.scorers,
         sinks=assembly.sinks,
@@ -93,7 +93,7 @@ async def run_service(
         await assembly.aclose()
 
 
-def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
+def kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
     """What ingest keeps of the scored span's resource: what the OTLP exporter copies, when it exports."""
     otlp = settings.exporters.otlp
     return otlp.resource_attributes if otlp.is_enabled and otlp.endpoint else ()
