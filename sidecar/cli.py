@@ -547,9 +547,22 @@ def _eval(args: argparse.Namespace) -> int:
     )
 
 
+def _relative_times_attached(argv: Sequence[str]) -> list[str]:
+    """``--from -7d`` as ``--from=-7d``: argparse takes a value starting with ``-`` for an option otherwise."""
+    import re
+
+    attached: list[str] = []
+    for token in argv:
+        if attached and attached[-1] in ("--from", "--to") and re.fullmatch(r"-\d+(\.\d+)?[smhdw]", token):
+            attached[-1] = f"{attached[-1]}={token}"
+        else:
+            attached.append(token)
+    return attached
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_relative_times_attached(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
         return _guarded("demo", lambda: _demo(args))
     if args.command == "eval":

@@ -1,7 +1,8 @@
 """Which records a window holds: per partition of the traces topic, the offsets of ``--from`` and ``--to`` from the
 broker's time index, checked against what the topic still retains.
 
-- **Start**: ``offsets_for_times(--from)``, the first record written at or after it; none → the partition's end.
+- **Start**: ``offsets_for_times(--from)``, the first record written at or after it; none → the partition's end;
+  the partition's first record when its oldest is inside the window.
 - **End** (exclusive): ``offsets_for_times(--to)``; none, or ``--to`` now → the partition's end found here, so a
   backfill to "now" stops at what existed when it started.
 - **The partition's end** is read from the high watermark of a fetch of its last batch, not from
@@ -15,7 +16,8 @@ broker's time index, checked against what the topic still retains.
 
 Which time the index holds is the broker's: Kafka's topics index the producer's record timestamp by default
 (``message.timestamp.type=CreateTime``; ``LogAppendTime`` indexes the broker's write time), Tansu indexes the time
-it wrote the batch, whatever the record says.
+it wrote the batch, whatever the record says (with its S3 storage, in whole seconds, and answering the first batch
+written strictly after the time asked).
 """
 
 from __future__ import annotations
@@ -95,14 +97,26 @@ async def plan_window(
         partitions.extend(TopicPartition(topic, n) for n in sorted(numbers))
     earliest: dict[TopicPartition, int] = await consumer.beginning_offsets(partitions)
     ends = await _log_ends(consumer, partitions, earliest)
+    oldest = await _oldest_kept(consumer, partitions, earliest, ends)
     for topic in topics:
-        trimmed = {tp: first for tp, first in earliest.items() if tp.topic == topic}
-        _refuse_past_retention(topic, window, await _oldest_retained(consumer, trimmed, ends))
+        _refuse_past_retention(
+            topic,
+            window,
+            [
+                _Deleted(tp.partition, earliest[tp], oldest[tp])
+                for tp in partitions
+                if tp.topic == topic and earliest[tp] > 0
+            ],
+        )
     starts = await _offsets_at(consumer, partitions, window.start.unix_ms, ends)
     stops = ends if window.open_ended else await _offsets_at(consumer, partitions, window.end.unix_ms, ends)
     planned = []
     for tp in partitions:
-        start = min(max(starts[tp], earliest[tp]), ends[tp])
+        # A partition whose oldest record is inside the window starts at it, whichever way the broker compares
+        # times (Tansu's S3 storage answers the first record written strictly after the time asked).
+        kept = oldest[tp]
+        start = earliest[tp] if kept is not None and kept >= window.start.unix_ms else max(starts[tp], earliest[tp])
+        start = min(start, ends[tp])
         planned.append(PartitionWindow(tp, start, max(start, min(stops[tp], ends[tp])), earliest[tp], ends[tp]))
     return WindowPlan(tuple(topics), window, tuple(planned))
 
@@ -156,21 +170,21 @@ class _Deleted:
     oldest_ms: int | None  # when the oldest record kept was written (None: none is kept)
 
 
-async def _oldest_retained(
-    consumer: AIOKafkaConsumer, earliest: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
-) -> list[_Deleted]:
-    """The partitions that lost records to retention (their first offset is past 0), with the time of the
-    oldest record each still holds (the time index's answer for time 0)."""
-    trimmed = [tp for tp, first in earliest.items() if first > 0]
-    if not trimmed:
-        return []
-    found = await consumer.offsets_for_times(dict.fromkeys(trimmed, 0))
-    deleted = []
-    for tp in trimmed:
+async def _oldest_kept(
+    consumer: AIOKafkaConsumer,
+    partitions: Sequence[TopicPartition],
+    earliest: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, int | None]:
+    """When each partition's oldest record still held was written (the time index's answer for time 0); None
+    for a partition that holds none."""
+    found = await consumer.offsets_for_times(dict.fromkeys(partitions, 0))
+    oldest: dict[TopicPartition, int | None] = {}
+    for tp in partitions:
         answer = found.get(tp)
-        kept = answer is not None and answer.timestamp >= 0 and ends[tp] > earliest[tp]
-        deleted.append(_Deleted(tp.partition, earliest[tp], answer.timestamp if kept and answer else None))
-    return deleted
+        held = answer is not None and answer.timestamp >= 0 and ends[tp] > earliest[tp]
+        oldest[tp] = answer.timestamp if held and answer is not None else None
+    return oldest
 
 
 def _refuse_past_retention(topic: str, window: Window, deleted: list[_Deleted]) -> None:
