@@ -279,6 +279,7 @@ async def test_kill_9_mid_window_then_the_same_command_scores_every_trace_once_p
         env=environment(),
     )
     scored = 0.0
+    lag_seen = False
     try:
         deadline = time.monotonic() + 60
         async with aiohttp.ClientSession() as session:
@@ -289,6 +290,11 @@ async def test_kill_9_mid_window_then_the_same_command_scores_every_trace_once_p
                         text = await response.text()
                 except aiohttp.ClientError:
                     continue
+                # Consumer lag counts what is left of the window, not the topic's records after it.
+                lag = re.findall(r"^scoring_sidecar_consumer_lag_records\{([^}]*)\} (\S+)$", text, re.MULTILINE)
+                if lag:
+                    lag_seen = True
+                    assert sum(float(v) for _, v in lag) <= len(inside), text
                 runs = re.findall(r"^scoring_sidecar_scorer_runs_total\{([^}]*)\} (\S+)$", text, re.MULTILINE)
                 assert all('mode="backfill"' in labels for labels, _ in runs), text
                 scored = sum(
@@ -300,7 +306,7 @@ async def test_kill_9_mid_window_then_the_same_command_scores_every_trace_once_p
     finally:
         if first.returncode is None:
             first.kill()
-    assert 6 <= scored < len(inside)
+    assert 6 <= scored < len(inside) and lag_seen
 
     code, out, err = await run_backfill(path, *window)
     assert code == 0, out + err[-3000:]
