@@ -459,7 +459,11 @@ def _backfill(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         progress_bar=sys.stderr.isatty() if args.progress is None else args.progress,
     )
-    return asyncio.run(run_backfill(settings, options, confirm=_confirm, out=sys.stdout, err=sys.stderr))
+    try:
+        return asyncio.run(run_backfill(settings, options, confirm=_confirm, out=sys.stdout, err=sys.stderr))
+    except KeyboardInterrupt:  # before scoring started (once it has, Ctrl-C stops it cleanly and it says so)
+        print("backfill: interrupted before scoring started; nothing was committed", file=sys.stderr)
+        return 1
 
 
 def _confirm(prompt: str) -> bool:

@@ -217,6 +217,8 @@ async def test_a_sub_window_is_scored_exactly_under_the_ids_run_gives_and_within
     out = (shown + rest).decode()
     assert process.returncode == 0, out + err.decode()[-3000:]
     assert "30 records in 2 partitions" in out
+    # Off a terminal, progress is a line (tqdm's rate and time left), the last one at the window's end.
+    assert re.search(r"^progress: 30/30 records \(100%\), .*record/s.*left", err.decode(), re.MULTILINE), err.decode()
 
     # The estimate against what the judge server counted.
     total = re.search(r"total: (\d+) runs, (\d+) judge calls, (\d+) input \+ (\d+) output tokens", out)
@@ -321,6 +323,41 @@ async def test_kill_9_mid_window_then_the_same_command_scores_every_trace_once_p
     # exports the same record again under the same id: consumers keep one).
     assert set(ids_per_score) == {(trace, scorer["id"]) for trace in inside for scorer in SCORERS}
     assert all(len(ids) == 1 for ids in ids_per_score.values())
+
+
+async def test_ctrl_c_mid_window_stops_committed_and_says_to_run_the_same_command_again(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    judge_server.reset(CountingJudge(delay_s=0.25))
+    spans = await new_topic("spans", partitions=1)
+    manifest = await produce_in_bursts(kafka_bootstrap, spans, [list(TrafficGenerator(seed=35).traces(30))])
+    config = sidecar_config(
+        bootstrap=kafka_bootstrap, spans_topic=spans, scores_topic=await new_topic("scores"),
+        dead_topic=await new_topic("dead"), group=unique_name("live"), judge_url=judge_server.url,
+        metrics_port=free_port(), scorers=SCORERS,
+    )  # fmt: skip
+    path = write_config(tmp_path, config)
+    window = ("--from", iso(manifest.marks[0]), "--yes", "--judge-concurrency", "1", "--sample-runs", "0")
+    process = await asyncio.create_subprocess_exec(
+        *backfill_command(path, *window), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=environment(),
+    )  # fmt: skip
+    while len(judge_server.requests) < 6:
+        assert process.returncode is None
+        await asyncio.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 1, out.decode() + err.decode()[-3000:]
+    assert "Traceback" not in err.decode()
+    stopped = re.search(r"backfill stopped in \d+ s: (\d+) runs scored", out.decode())
+    assert stopped is not None and 0 < int(stopped[1]) < 2 * 30, out.decode()
+    assert "the window is not finished: run the same command again to continue from consumer group" in out.decode()
+    code, again, err2 = await run_backfill(path, *window)
+    assert code == 0 and "resuming:" in again, again + err2[-3000:]
 
 
 async def test_a_topic_that_does_not_exist_is_one_line_and_exit_2_and_is_not_created(

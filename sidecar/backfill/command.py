@@ -123,7 +123,8 @@ async def _backfill(
         if any(committed.values()):
             print(f"  resuming: {plan.records - left} records were done by an earlier run, {left} are left", file=out)
         if left == 0:
-            print("nothing to score: every record of the window is done", file=out)
+            done = "the window holds no records" if plan.records == 0 else "every record of the window is done"
+            print(f"nothing to score: {done}", file=out)
             return 0
         sample = await read_sample(planner, plan, ingest, assembly.scorers, max_records=options.sample_records)
     finally:
