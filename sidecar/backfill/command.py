@@ -94,6 +94,14 @@ async def run_backfill(
         await assembly.aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    plan: WindowPlan
+    group: str
+    left: int  # records of the window not done yet
+    estimated_calls: float
+
+
 async def _backfill(
     settings: Settings,
     options: BackfillOptions,
@@ -105,6 +113,44 @@ async def _backfill(
     out: TextIO,
     err: TextIO,
 ) -> int:
+    prepared = await _prepare(settings, options, window, assembly, tally, out=out)
+    if prepared is None:
+        return 0
+    scorer_ids = ", ".join(c.scorer.id for c in assembly.scorers)
+    if not options.yes and not confirm(f"score {prepared.left} records with {scorer_ids}? [y/N] "):
+        print("backfill not started", file=out)
+        return 1
+    measured = tally.judge  # what the estimate's measurement spent, kept apart from the backfill's own
+    started = time.monotonic()
+    finished = await _score(settings, options, prepared.plan, prepared.group, assembly, tally, out=out, err=err)
+    spent = tally.judge - measured
+    runs = tally.runs
+    print(
+        f"backfill {'done' if finished else 'stopped'} in {time.monotonic() - started:.0f} s: {runs['scored']} runs "
+        f"scored, {runs['failed']} failed, {runs['not_scorable']} not scorable, {runs['shed']} shed; "
+        f"{spent.calls} judge calls (estimated {prepared.estimated_calls:.0f}), {spent.input_tokens} input + "
+        f"{spent.output_tokens} output tokens, about {spent.usd:.4f} USD",
+        file=out,
+    )
+    if not finished:
+        print(
+            f"the window is not finished: run the same command again to continue from consumer group {prepared.group}",
+            file=out,
+        )
+        return 1
+    return 0
+
+
+async def _prepare(
+    settings: Settings,
+    options: BackfillOptions,
+    window: Window,
+    assembly: Assembly,
+    tally: BackfillTally,
+    *,
+    out: TextIO,
+) -> _Prepared | None:
+    """The plan and the estimate, printed; None when nothing is left to score."""
     kafka = settings.kafka
     group = backfill_group_id(
         kafka.group_id, kafka.topics, window, [(c.scorer.id, c.scorer.fingerprint) for c in assembly.scorers]
@@ -113,19 +159,18 @@ async def _backfill(
     planner = await _start_consumer(settings, group_id=None)
     try:
         plan = await plan_window(planner, kafka.topics, window, bootstrap=kafka.bootstrap_servers_str)
-        committed = await _committed(settings, group, plan)
-        left = _left(plan, committed)
+        left = _left(plan, await _committed(settings, group, plan))
         scorer_ids = ", ".join(c.scorer.id for c in assembly.scorers)
         print(f"backfill of {', '.join(kafka.topics)} from {window.describe()} with {scorer_ids}", file=out)
         print(f"consumer group {group}", file=out)
         for line in plan.describe():
             print(line, file=out)
-        if any(committed.values()):
+        if left < plan.records:
             print(f"  resuming: {plan.records - left} records were done by an earlier run, {left} are left", file=out)
         if left == 0:
             done = "the window holds no records" if plan.records == 0 else "every record of the window is done"
             print(f"nothing to score: {done}", file=out)
-            return 0
+            return None
         sample = await read_sample(planner, plan, ingest, assembly.scorers, max_records=options.sample_records)
     finally:
         await planner.stop()
@@ -140,37 +185,15 @@ async def _backfill(
     rows = estimate_window(settings, scorers, sample, left, sizes, assumed_tokens=options.call_tokens)
     for line in render_estimate(rows, sample, sizes, records=left, assumed_tokens=options.call_tokens):
         print(line, file=out)
+    used = {s.judge for s in settings.scorers if s.judge is not None}
     for name, judge in settings.judges.items():
-        cap = (
-            f", spend cap {judge.spend_cap_usd_per_hour:g} USD/hour (then it waits)"
-            if judge.spend_cap_usd_per_hour
-            else ""
-        )
-        print(f"  judge {name}: at most {judge.max_concurrency} calls in flight{cap}", file=out)
+        if name not in used:
+            continue
+        cap = judge.spend_cap_usd_per_hour
+        capped = f", spend cap {cap:g} USD/hour (then it waits)" if cap else ""
+        print(f"  judge {name}: at most {judge.max_concurrency} calls in flight{capped}", file=out)
     out.flush()
-    if not options.yes and not confirm(f"score {left} records with {scorer_ids}? [y/N] "):
-        print("backfill not started", file=out)
-        return 1
-    measured = tally.judge  # what the estimate's measurement spent, kept apart from the backfill's own
-    estimated_calls = sum(r.calls for r in rows)
-    started = time.monotonic()
-    finished = await _score(settings, options, plan, group, assembly, tally, out=out, err=err)
-    spent = tally.judge - measured
-    runs = tally.runs
-    print(
-        f"backfill {'done' if finished else 'stopped'} in {time.monotonic() - started:.0f} s: {runs['scored']} runs "
-        f"scored, {runs['failed']} failed, {runs['not_scorable']} not scorable, {runs['shed']} shed; "
-        f"{spent.calls} judge calls (estimated {estimated_calls:.0f}), {spent.input_tokens} input + "
-        f"{spent.output_tokens} output tokens, about {spent.usd:.4f} USD",
-        file=out,
-    )
-    if not finished:
-        print(
-            f"the window is not finished: run the same command again to continue from consumer group {group}",
-            file=out,
-        )
-        return 1
-    return 0
+    return _Prepared(plan, group, left, sum(r.calls for r in rows))
 
 
 async def _score(
