@@ -88,6 +88,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "agent_scores"
 CONTENT_TYPE = "application/json"
+# What produced the record: the live service, or a backfill of a past window (``scoring-sidecar backfill``). The
+# score id does not depend on it: a backfilled score replaces the live one for the same scorer and span.
 SCORE_SOURCE = "live"
 DROP_REASONS: Final = ("rejected",)
 
@@ -171,10 +173,11 @@ class ScoreRecord:
     headers: list[tuple[str, bytes]]  # a list: aiokafka's record builder (C) takes nothing else; never mutated
 
 
-def _encode(run: ScoredRun) -> ScoreRecord | None:
+def _encode(run: ScoredRun, score_source: str = SCORE_SOURCE) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
         return None
+    body["scoreSource"] = score_source
     # pydantic-core's encoder (Rust): compact UTF-8 JSON like json.dumps(ensure_ascii=False, separators=(",",
     # ":")) at a fraction of the CPU; non-finite floats (which no record should hold) become null.
     value = pydantic_core.to_json(body, inf_nan_mode="null")
@@ -315,9 +318,11 @@ class KafkaScoreSink:
         compression_type: str | None = None,
         max_pending: int = 10_000,
         observer: ServiceObserver | None = None,
+        score_source: str = SCORE_SOURCE,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.score_source = score_source
         self.max_pending = max_pending
         self._options: dict[str, Any] = {
             "acks": "all",
@@ -382,7 +387,7 @@ class KafkaScoreSink:
     async def submit(self, run: ScoredRun) -> None:
         """Queue the run's record, if it has one. Never raises for the broker; waits only while the
         sink holds ``max_pending`` unacknowledged records."""
-        record = _encode(run)
+        record = _encode(run, self.score_source)
         if record is None:
             self.ignored[run.outcome] += 1
             return
@@ -449,6 +454,7 @@ def build_kafka_score_sink(block: KafkaScoresExporterSettings, context: Exporter
         enable_idempotence=context.kafka.enable_idempotence,
         max_pending=block.max_pending_records,
         observer=context.observer,
+        score_source=context.score_source,
     )
 
 

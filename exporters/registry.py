@@ -60,6 +60,8 @@ class ExporterContext:
     judged: Mapping[str, bool] = field(default_factory=dict)
     # An optional signal the exporter may turn off by itself (OTLP logs): ``is_off`` is read at scrape time.
     watch_signal: Callable[[str, Callable[[], bool]], None] = _no_signal_watch
+    # What produced the scores: the live service, or a backfill of a past window (records say so).
+    score_source: str = "live"
 
 
 @dataclass(frozen=True, slots=True)

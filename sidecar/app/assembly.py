@@ -106,12 +106,14 @@ def assemble(
     observers: Sequence[ServiceObserver] = (),
     sinks: bool = False,
     max_hold_s: float | None = None,
+    score_source: str = "live",
 ) -> Assembly:
     """Build the parts ``settings`` describes. Raises ``SettingsError`` (key and line) when a scorer cannot
     be built or calls an undeclared judge.
 
     ``sinks``: build the live destinations (needs ``Settings``, with Kafka). ``max_hold_s``: how long a judge
-    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it).
+    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it). ``score_source``:
+    what the score records say produced them (``backfill`` for a past window; the score ids do not change).
     """
     observer = Observers([*([metrics] if metrics is not None else []), *observers])
     judges: dict[str, AssembledJudge] = {}
@@ -151,7 +153,7 @@ def assemble(
         for configured, scorer_settings in zip(scorers, settings.scorers, strict=True)
     }
     signals: list[tuple[str, str, Callable[[], bool]]] = []  # exporter, optional signal, is it off
-    exported = _sinks(settings, observer, judged, signals) if sinks else ()
+    exported = _sinks(settings, observer, judged, signals, score_source) if sinks else ()
     destinations = tuple(sink for _, sink in exported)
     if metrics is not None:
         for judge in judges.values():
@@ -182,6 +184,7 @@ def _sinks(
     observer: ServiceObserver,
     judged: Mapping[str, bool],
     signals: list[tuple[str, str, Callable[[], bool]]],
+    score_source: str = "live",
 ) -> tuple[tuple[ExporterKind[Any], Sink], ...]:
     """Every declared exporter's sink, from its own block (in the settings' order; an exporter left off
     builds none)."""
@@ -198,7 +201,9 @@ def _sinks(
         def watch_signal(signal: str, is_off: Callable[[], bool], exporter: str = kind.name) -> None:
             signals.append((exporter, signal, is_off))
 
-        context = ExporterContext(observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal)
+        context = ExporterContext(
+            observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal, score_source=score_source
+        )
         sink = kind.build(block, context)
         if sink is not None:
             built.append((kind, sink))

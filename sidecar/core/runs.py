@@ -29,8 +29,9 @@ Scope = Literal["span", "trace"]
 SCOPES: tuple[Scope, ...] = typing.get_args(Scope)
 
 # Why a buffered trace was scored: its root span arrived and no span came for `idle_s`; `max_wait_s` passed
-# since its first span; it outgrew the per-trace bound (scored from what arrived).
-ReadyReason = Literal["root_idle", "max_wait", "evicted"]
+# since its first span; it outgrew the per-trace bound (scored from what arrived); a bounded source (a backfill's
+# window) was read to its end, so no span of it will come (complete only when its root had arrived).
+ReadyReason = Literal["root_idle", "max_wait", "evicted", "window_end"]
 # The parts of a run a scorer may read: the request, the answer, the system instructions. A scorer that needs
 # one the run lacks still scores what it has (prompt alignment in `both` mode judges the user part alone);
 # the score then says which parts were missing. Tool calls and context are not parts here: a run without tool
