@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from sidecar.core.runs import SCOPES, Scope
+from sidecar.core.runs import SINGLE_RUN_SCOPES, Scope
 from sidecar.scoring import JudgeModel, Scorer
 
 __all__ = [
@@ -57,7 +57,7 @@ class ScorerFacts:
     direction: Direction = "higher"
     judge_calls_per_run: float = 0.0
     needs: frozenset[Need] = frozenset({"input", "output"})
-    scopes: frozenset[Scope] = frozenset(SCOPES)
+    scopes: frozenset[Scope] = frozenset(SINGLE_RUN_SCOPES)
     # Attributes of the scored span and of its resource that a run must carry for this scorer (a judge
     # written in YAML names them in its template): ingest keeps these keys only, and only when asked.
     span_attributes: frozenset[str] = frozenset()
@@ -84,7 +84,7 @@ class ScorerKind(Generic[OptionsT]):
     # system instructions only); None: ``needs``.
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None
     # The scopes a scorer of this kind can score (a conversation judge reads whole sessions only).
-    scopes: frozenset[Scope] = frozenset(SCOPES)
+    scopes: frozenset[Scope] = frozenset(SINGLE_RUN_SCOPES)
     # Facts that a scorer's options set (direction, calls per run) beyond ``needs_for``; None: the kind's.
     facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None
     # Why a scorer built with these options cannot score live traffic at a scope (what it reads that a live
@@ -143,7 +143,7 @@ def scorer_kind(
     needs: Iterable[Need] = ("input", "output"),
     direction: Direction = "higher",
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None,
-    scopes: Iterable[Scope] = SCOPES,
+    scopes: Iterable[Scope] = SINGLE_RUN_SCOPES,
     facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None,
     live_problems_for: Callable[[OptionsT, Scope], Iterable[LiveProblem]] | None = None,
 ) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
