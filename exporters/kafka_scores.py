@@ -93,6 +93,8 @@ DEFAULT_TOPIC = "agent_scores"
 # The score topic's dead-letter topic, unless named (exporters.dead_letters): agent_scores.dead_letter.
 DEAD_LETTER_SUFFIX = ".dead_letter"
 CONTENT_TYPE = "application/json"
+# What produced the record: the live service, or a backfill of a past window (``scoring-sidecar backfill``). The
+# score id does not depend on it: a backfilled score replaces the live one for the same scorer and span.
 SCORE_SOURCE = "live"
 DROP_REASONS: Final = ("rejected",)
 
@@ -176,10 +178,11 @@ class ScoreRecord:
     headers: list[tuple[str, bytes]]  # a list: aiokafka's record builder (C) takes nothing else; never mutated
 
 
-def _encode(run: ScoredRun) -> ScoreRecord | None:
+def _encode(run: ScoredRun, score_source: str = SCORE_SOURCE) -> ScoreRecord | None:
     body = score_record_json(run)
     if body is None:
         return None
+    body["scoreSource"] = score_source
     # pydantic-core's encoder (Rust): compact UTF-8 JSON like json.dumps(ensure_ascii=False, separators=(",",
     # ":")) at a fraction of the CPU; non-finite floats (which no record should hold) become null.
     value = pydantic_core.to_json(body, inf_nan_mode="null")
@@ -329,10 +332,12 @@ class KafkaScoreSink:
         observer: ServiceObserver | None = None,
         name: str = "kafka_scores",
         set_aside: SetAsideLetter | None = None,
+        score_source: str = SCORE_SOURCE,
     ) -> None:
         self.name = name  # another topic's publisher on the same loop (the score dead letters) names itself
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.score_source = score_source
         self.max_pending = max_pending
         self._options: dict[str, Any] = {
             "acks": "all",
@@ -398,7 +403,7 @@ class KafkaScoreSink:
     async def submit(self, run: ScoredRun) -> None:
         """Queue the run's record, if it has one. Never raises for the broker; waits only while the
         sink holds ``max_pending`` unacknowledged records."""
-        record = _encode(run)
+        record = _encode(run, self.score_source)
         if record is None:
             self.ignored[run.outcome] += 1
             return
@@ -483,6 +488,7 @@ def build_kafka_score_sink(block: KafkaScoresExporterSettings, context: Exporter
         max_pending=block.max_pending_records,
         observer=context.observer,
         set_aside=context.set_aside,
+        score_source=context.score_source,
     )
 
 

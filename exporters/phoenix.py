@@ -117,7 +117,8 @@ def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
         outcome["explanation"] = _clip(result.reason)
-    # No scorer produces a label today (Mastra-style scorers return a number): "label" is left out.
+    if result.label:  # a custom judge's category, pass/fail; Mastra's scorers give a bare number
+        outcome["label"] = result.label
     metadata: dict[str, Any] = {
         "score_id": run.score_id,
         "scorer_id": run.scorer_id,

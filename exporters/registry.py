@@ -66,6 +66,8 @@ class ExporterContext:
     watch_signal: Callable[[str, Callable[[], bool]], None] = _no_signal_watch
     # Where the sink hands what it drops for good (the score dead-letter topic in the service).
     set_aside: SetAsideLetter = no_dead_letters
+    # What produced the scores: the live service, or a backfill of a past window (records say so).
+    score_source: str = "live"
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,11 +45,9 @@ def span_environment(target: SpanTarget) -> str | None:
 
 
 def score_label(run: ScoredRun) -> str | None:
-    """The score's label (``ScorerRunResult.label``, given by custom judges), or ``None``.
-
-    Read with ``getattr``: the field arrives with the custom judge kind; scorers without it give none."""
-    label = getattr(run.result, "label", None) if run.result is not None else None
-    return label if isinstance(label, str) and label else None
+    """The score's label (``ScorerRunResult.label``, given by custom judges), or ``None``."""
+    label = run.result.label if run.result is not None else None
+    return label or None
 
 
 def score_kind(label: str | None) -> ScoreKind:

@@ -24,9 +24,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Score AI agents' OpenTelemetry traces from Kafka with LLM judges and code scorers; export "
         "the scores as Prometheus metrics, OTel spans and Kafka records. Start with `scoring-sidecar demo` (no "
         "services, no API key).",
-        epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached); 2 an invalid "
-        "configuration, dataset or option (run: also a metrics port that cannot be bound); 3 run: the stop "
-        "overran runtime.shutdown_timeout_s; 4 run: the Kafka broker unreachable for kafka.startup_timeout_s.",
+        epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached; for backfill, a "
+        "window not finished); 2 an invalid configuration, dataset or option (run: also a metrics port that cannot "
+        "be bound; backfill: also a topic that does not exist or a window past retention); 3 run: the stop "
+        "overran runtime.shutdown_timeout_s; 4 run, backfill: the Kafka broker unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     # Set by the supervisor for its worker processes, not by users.
     run.add_argument("--worker", help=argparse.SUPPRESS)
     run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
+    _add_preview(commands)
+    _add_backfill(commands)
     commands.add_parser(
         "kinds",
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
@@ -159,6 +162,141 @@ def _parser() -> argparse.ArgumentParser:
         help="input/output tokens per judge call for the cost estimate (default 1500/300)",
     )
     return parser
+
+
+def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    backfill = commands.add_parser(
+        "backfill",
+        help="score a past window of the traces topic with chosen scorers, then stop (resumable)",
+        description="Score the records the traces topic holds between --from and --to (the broker's time index) with "
+        "the chosen scorers of the configuration, through the same pipeline, judge gates and exporters as `run`, "
+        "under the same score ids (a backfilled score replaces the live one; its record says scoreSource "
+        '"backfill"). Prints the records per partition and an estimate of the judge calls, tokens and cost, asks '
+        "for confirmation unless --yes, shows progress, and exits 0 once the window is scored and committed. The "
+        "same command again continues where it stopped (its own consumer group). Exit 1: stopped before the end "
+        "(run it again) or not confirmed; 2: invalid options, configuration, a topic that does not exist or a "
+        "window past the topic's retention; 4: the broker unreachable. docs/backfill.md.",
+    )
+    backfill.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
+    backfill.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
+    )
+    backfill.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+    backfill.add_argument(
+        "--scorer",
+        dest="scorers",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a scorer of the configuration to run (repeatable; default: every configured scorer)",
+    )
+    backfill.add_argument("--yes", action="store_true", help="start without asking for confirmation")
+    backfill.add_argument(
+        "--judge-share",
+        type=float,
+        metavar="F",
+        help="the share of each judge's configured max_concurrency, rpm, tpm and spend cap the backfill may use "
+        "(default 0.25: the live service keeps the rest)",
+    )
+    backfill.add_argument(
+        "--judge-concurrency", type=int, metavar="N", help="judge calls in flight per judge (overrides the share)"
+    )
+    backfill.add_argument(
+        "--spend-cap",
+        type=float,
+        metavar="USD",
+        help="estimated USD per hour per judge (overrides the share of the judge's cap); at the cap runs wait",
+    )
+    backfill.add_argument(
+        "--sample-runs",
+        type=int,
+        default=5,
+        metavar="N",
+        help="runs per judged scorer scored before the estimate to measure its tokens per call (default 5; they are "
+        "not exported; 0: assume --call-tokens)",
+    )
+    backfill.add_argument(
+        "--sample-records",
+        type=int,
+        default=200,
+        metavar="N",
+        help="records of the window read to count the runs per record (default 200)",
+    )
+    backfill.add_argument(
+        "--call-tokens",
+        default="1500/300",
+        metavar="IN/OUT",
+        help="tokens per judge call assumed where none were measured (default 1500/300)",
+    )
+    backfill.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help='serve the backfill\'s metrics (every series labelled mode="backfill") on this port (0: a free port)',
+    )
+    bar = backfill.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_const", const=True, help="always draw the bar")
+    bar.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="a progress line every 30 s"
+    )
+
+
+def _add_preview(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    preview = commands.add_parser(
+        "preview",
+        help="try one scorer on recent runs: prompt, judge answer, score, label, cost; nothing exported or committed",
+        description="Read the newest agent runs (from the configured topic without joining the consumer group or "
+        "committing, from a file of OTLP records, or from an eval dataset), render the scorer's prompt for each, call "
+        "its judge, and print per run the scored span, the prompt (traced content shortened), the judge's answer, the "
+        "score, label and reason, tokens and cost; then the distribution. Nothing is exported, nothing committed. "
+        "Exit 0: runs shown; 1: none found; 2: invalid configuration, option or source.",
+    )
+    preview.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration")
+    preview.add_argument("--scorer", required=True, metavar="ID", help="the scorer to try (its id under scorers)")
+    source = preview.add_mutually_exclusive_group()
+    source.add_argument("--from-topic", action="store_true", help="the configured topics' newest records (default)")
+    source.add_argument("--file", metavar="OTLP_FILE", help="OTLP/JSON lines, or one OTLP protobuf export")
+    source.add_argument("--dataset", metavar="EVAL_DATASET", help="an eval dataset (.jsonl or .csv)")
+    preview.add_argument("-n", type=int, default=5, metavar="N", help="runs to preview (default 5)")
+    preview.add_argument(
+        "--show-prompt-only", action="store_true", help="render the prompts without calling a judge (no cost)"
+    )
+    preview.add_argument(
+        "--stand-in-judge",
+        action="store_true",
+        help="judge with the local stand-in heuristic (not a language model) instead of the configured judges",
+    )
+    preview.add_argument(
+        "--max-chars", type=int, default=300, metavar="N", help="traced content shown per quoted piece (default 300)"
+    )
+
+
+def _preview(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from sidecar.preview import PreviewOptions, parse_source
+    from sidecar.preview import main as preview_main
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    source, path = parse_source(args.file, args.dataset)
+    options = PreviewOptions(
+        config=Path(args.config),
+        scorer=args.scorer,
+        source=source,
+        path=path,
+        n=args.n,
+        show_prompt_only=args.show_prompt_only,
+        stand_in=args.stand_in_judge,
+        max_chars=args.max_chars,
+    )
+    return preview_main(options)
 
 
 def _guarded(command: str, action: Callable[[], int]) -> int:
@@ -333,6 +471,68 @@ def _run(args: argparse.Namespace) -> int:
     return serve(settings, metrics_socket=args.metrics_socket, supervisor_pid=supervisor_pid)
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    """A past window. 0: scored to its end; 1: stopped before (run it again) or not confirmed; 2: invalid
+    options, configuration, missing topic or a window past retention; 4: the broker unreachable."""
+    import logging
+    from pathlib import Path
+
+    from sidecar.backfill import DEFAULT_JUDGE_SHARE, BackfillOptions, JudgeBudget, run_backfill
+    from sidecar.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(Path(args.config))
+    except SettingsError as exc:
+        return _invalid(args.config, exc)
+    share = DEFAULT_JUDGE_SHARE if args.judge_share is None else args.judge_share
+    problems = [
+        "--judge-share must be in (0, 1]" if not 0 < share <= 1 else "",
+        "--judge-concurrency must be at least 1"
+        if args.judge_concurrency is not None and args.judge_concurrency < 1
+        else "",
+        "--spend-cap must be > 0" if args.spend_cap is not None and args.spend_cap <= 0 else "",
+        "--sample-runs and --sample-records must be >= 0" if min(args.sample_runs, args.sample_records) < 0 else "",
+        "--metrics-port must be between 0 and 65535"
+        if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535
+        else "",
+    ]
+    tokens_in, _, tokens_out = args.call_tokens.partition("/")
+    if not (tokens_in.isdigit() and tokens_out.isdigit()):
+        problems.append("--call-tokens reads IN/OUT, e.g. 1500/300")
+    if any(problems):
+        print(f"backfill: {'; '.join(p for p in problems if p)}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    options = BackfillOptions(
+        config=args.config,
+        start=args.start,
+        end=args.end,
+        scorers=tuple(args.scorers),
+        yes=args.yes,
+        budget=JudgeBudget(share, args.judge_concurrency, args.spend_cap),
+        sample_records=args.sample_records,
+        sample_runs=args.sample_runs,
+        call_tokens=(int(tokens_in), int(tokens_out)),
+        metrics_port=args.metrics_port,
+        progress_bar=sys.stderr.isatty() if args.progress is None else args.progress,
+    )
+    try:
+        return asyncio.run(run_backfill(settings, options, confirm=_confirm, out=sys.stdout, err=sys.stderr))
+    except KeyboardInterrupt:  # before scoring started (once it has, Ctrl-C stops it cleanly and it says so)
+        print("backfill: interrupted before scoring started; nothing was committed", file=sys.stderr)
+        return 1
+
+
+def _confirm(prompt: str) -> bool:
+    try:
+        answer = input(prompt)
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 def _demo(args: argparse.Namespace) -> int:
     """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options."""
     import logging
@@ -410,15 +610,30 @@ def _eval(args: argparse.Namespace) -> int:
     )
 
 
+def _relative_times_attached(argv: Sequence[str]) -> list[str]:
+    """``--from -7d`` as ``--from=-7d``: argparse takes a value starting with ``-`` for an option otherwise."""
+    import re
+
+    attached: list[str] = []
+    for token in argv:
+        if attached and attached[-1] in ("--from", "--to") and re.fullmatch(r"-\d+(\.\d+)?[smhdw]", token):
+            attached[-1] = f"{attached[-1]}={token}"
+        else:
+            attached.append(token)
+    return attached
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_relative_times_attached(sys.argv[1:] if argv is None else argv))
     if args.command == "demo":
         return _guarded("demo", lambda: _demo(args))
     if args.command == "eval":
         return _guarded("eval", lambda: _eval(args))
     if args.command == "validate":
         return _guarded("validate", lambda: _validate(args))
+    if args.command == "preview":
+        return _guarded("preview", lambda: _preview(args))
     if args.command == "kinds":
         from sidecar.scorers.registry import kinds_table
 
@@ -427,6 +642,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return _guarded("run", lambda: _run(args))
+    if args.command == "backfill":
+        return _guarded("backfill", lambda: _backfill(args))
     return 2
 
 

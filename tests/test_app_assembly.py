@@ -253,7 +253,7 @@ def test_langfuse_datadog_and_the_dead_letters_are_assembled_and_ingest_keeps_wh
     from exporters.datadog import DatadogEvaluationSink
     from exporters.dead_letters import ScoreDeadLetters
     from exporters.langfuse import LangfuseScoreSink
-    from sidecar.app.serve import _kept_resource_attributes
+    from sidecar.app.serve import kept_resource_attributes
 
     text = textwrap.dedent(
         """
@@ -284,4 +284,5 @@ def test_langfuse_datadog_and_the_dead_letters_are_assembled_and_ingest_keeps_wh
     for exporter in ("langfuse", "datadog", "dead_letters"):
         assert f'scoring_sidecar_exporter_dropped_total{{exporter="{exporter}",reason="rejected"}} 0.0' in exposition
         assert f'scoring_sidecar_exporter_up{{exporter="{exporter}"}} 1.0' in exposition
-    assert _kept_resource_attributes(settings) == ("deployment.environment.name", "deployment.environment")
+    kept = kept_resource_attributes(settings, assembly.scorers)
+    assert kept == frozenset({"deployment.environment.name", "deployment.environment"})

@@ -18,7 +18,7 @@ from exporters.delivery import DeadLetter
 from exporters.langfuse import LangfuseExporterSettings, LangfuseScoreSink, langfuse_score
 from exporters.registry import ExporterContext, exporter_kinds
 from sidecar.core import ScoredRun, Sink
-from sidecar.core.runs import ScorerRunRequest, SpanTarget
+from sidecar.core.runs import ScorerRunRequest, SessionTurn, SessionWindow, SpanTarget
 from sidecar.scoring import JudgeModel, Scorer, create_scorer
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.testing.judge_server import JudgeServer, Reply
@@ -193,6 +193,25 @@ async def test_the_sink_implements_the_protocol_and_hides_its_keys(make_sink: Si
     sink = make_sink()
     assert isinstance(sink, Sink) and sink.name == "langfuse"
     assert SECRET_KEY not in repr(sink) and PUBLIC_KEY not in repr(sink)
+
+
+async def test_a_conversations_score_goes_to_its_session(langfuse: LangfuseStandIn, make_sink: SinkFactory) -> None:
+    turns = tuple(
+        SessionTurn(trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}", start_time_unix_nano=i, end_time_unix_nano=i + 7)
+        for i in range(2)
+    )
+    window = SessionWindow(conversation_id="conv-42", turns=turns, close_reason="idle")
+    request = request_for(f"{2:032x}", f"{2:016x}").model_copy(update={"session": window})
+    run = await scored(code_scorer("coherence"), request)
+    score = langfuse_score(run)
+    assert score is not None and score.body["sessionId"] == "conv-42"
+    assert "traceId" not in score.body and "observationId" not in score.body
+    assert score.body["timestamp"] == "1970-01-01T00:00:00.000Z"  # the first turn's end: what names the id
+    assert score.body["metadata"]["scope"] == "session"
+    sink = make_sink()
+    await sink.start()
+    await sink.submit(run)
+    assert await sink.flush(10) is True and langfuse.scores[run.score_id]["sessionId"] == "conv-42"
 
 
 # --- against the stand-in ---------------------------------------------------------------------------------------

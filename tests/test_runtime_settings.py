@@ -573,6 +573,7 @@ def test_score_topic_must_differ_from_inputs() -> None:
 REQUIRED_OPTIONS: dict[str, dict[str, Any]] = {
     "tool-call-accuracy": {"expectedTool": "search"},
     "checks": {"checks": [{"type": "usedNoTools"}]},
+    "llm-judge": {"instructions": "Judge the answer.", "prompt": "{{ output }}", "output": {"type": "boolean"}},
 }
 
 

@@ -1,11 +1,13 @@
 """Record sources other than the group subscription, through the real broker: assigned partitions over a range
 (what a backfill reads: the service stops by itself at the end offsets, committed, and a second run resumes
-from the commit) and a topic read from the beginning (a compacted internal topic)."""
+from the commit; the whole traces it still buffers at the end are scored, not dropped) and a topic read from
+the beginning (a compacted internal topic)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +20,11 @@ from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.sources import AssignedPartitions, PartitionRange, from_beginning
+from sidecar.runtime.trace_buffer import TraceBufferLimits
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import create_scorer
 from tests.support.sidecar_process import committed_total, produce_traces, read_topic
+from tests.support.trace_scope import openinference_agent_with_llm_child, produce_records, unfinished_root_trace
 
 FAST_CONSUMER = {"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
@@ -118,3 +122,50 @@ async def test_from_beginning_reads_every_retained_record_whatever_the_offset_re
     await asyncio.wait_for(running, 30)
     assert {v["traceId"] for v in values} == {t.trace_id for t in traces}
     assert await committed_total(kafka_bootstrap, group, spans, 3) == len(traces)
+
+
+async def test_an_exhausted_window_scores_the_traces_it_still_buffers_before_its_final_commit(
+    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str]
+) -> None:
+    """A whole-trace scorer waits idle_s after a trace's root; at the end of a window nothing more will come, so
+    the traces still buffered are scored at once (ready reason window_end) instead of being dropped uncommitted:
+    a trace whose root is in the window is complete, one whose root lies past the window's end is not."""
+    spans = await new_topic("spans", partitions=1)
+    scores = await new_topic("scores", partitions=1)
+    whole = openinference_agent_with_llm_child()
+    cut, root_after_the_window = unfinished_root_trace()
+    records = [(whole.key, r) for r in whole.records] + [(cut.key, cut.records[0]), (cut.key, root_after_the_window)]
+    await produce_records(kafka_bootstrap, spans, records)
+    tp = TopicPartition(spans, 0)
+    end = len(records) - 1  # the cut trace's root record is past the window's end
+
+    async def resolve(consumer: AIOKafkaConsumer) -> dict[TopicPartition, PartitionRange]:
+        return {tp: PartitionRange(0, end)}
+
+    group = unique_name("window")
+    trace_scope = ConfiguredScorer(length_scorer(), scope="trace")
+    service = ScoringService(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),
+        topics=[spans],
+        scorers=[trace_scope],
+        sinks=[KafkaScoreSink(kafka_bootstrap, topic=scores)],
+        # idle_s far beyond the test: only the window's end can make these traces ready in time.
+        limits=RuntimeLimits(commit_interval_s=0.2, trace_buffer=TraceBufferLimits(idle_s=120, max_wait_s=600)),
+        consumer_options=FAST_CONSUMER,
+        source=AssignedPartitions(resolve, description=f"{spans} window"),
+    )
+    started = time.monotonic()
+    await asyncio.wait_for(service.run(asyncio.Event()), 30)
+    assert time.monotonic() - started < 20
+
+    values = {
+        v["traceId"]: v for v in map(json.loads, (r.value for r in await read_topic(kafka_bootstrap, scores, expect=2)))
+    }
+    assert set(values) == {whole.trace_id, cut.trace_id}
+    assert values[whole.trace_id]["metadata"]["trace"]["readyReason"] == "window_end"
+    assert values[whole.trace_id]["metadata"]["trace"]["complete"] is True
+    assert values[cut.trace_id]["metadata"]["trace"]["readyReason"] == "window_end"
+    assert values[cut.trace_id]["metadata"]["trace"]["complete"] is False
+    assert await committed_total(kafka_bootstrap, group, spans, 1) == end

@@ -11,8 +11,10 @@ fingerprint, judge model, calls, tokens and cost. ``environment`` is the scored 
 ``deployment.environment.name`` when Langfuse takes it (lowercase letters, digits, ``-`` and ``_``, at most 40,
 not starting with ``langfuse``), else the configured fallback, else none (Langfuse's ``default``).
 
-Sessions: a run about a conversation scores the session, not a span (``sessionId`` instead of ``traceId`` and
-``observationId``). Runs carry no session yet; :func:`score_subject` is the one place that will read it.
+Sessions: a run about a conversation (``scope: session``) scores the Langfuse session, not a span:
+``sessionId`` is the conversation id (``gen_ai.conversation.id`` or ``session.id``, the attribute Langfuse
+files a trace's session by), without ``traceId`` and ``observationId``; its timestamp is the first turn's end
+(the turn that names the score id), so a redelivered window upserts too.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "environment_problem",
     "langfuse_score",
     "score_subject",
+    "score_timestamp",
     "span_environment",
 ]
 
@@ -66,10 +69,21 @@ def environment_problem(value: str) -> str | None:
 
 
 def score_subject(run: ScoredRun) -> dict[str, str]:
-    """What the score is about: the scored span (lowercase hex OTel ids). A conversation's run will name its
-    session here (``{"sessionId": ...}``) once runs carry one."""
+    """What the score is about: the scored span (lowercase hex OTel ids), or a conversation's session."""
+    session = run.request.session
+    if session is not None:
+        return {"sessionId": session.conversation_id}
     target = run.request.target
     return {"traceId": target.trace_id.lower(), "observationId": target.span_id.lower()}
+
+
+def score_timestamp(run: ScoredRun) -> int:
+    """The same on every redelivery: the scored span's end, a conversation's first turn's end (what names the
+    score id); the run's end only when the span's end is unknown."""
+    session = run.request.session
+    if session is not None and session.turns:
+        return session.turns[0].end_time_unix_nano or run.finished_unix_nano
+    return run.request.target.end_time_unix_nano or run.finished_unix_nano
 
 
 def _clip(text: str) -> str:
@@ -128,8 +142,8 @@ def langfuse_score(run: ScoredRun, fallback_environment: str | None = None) -> L
         "name": run.scorer_id,
         "value": value,
         "dataType": data_type,
-        # The scored span's end: the same on every redelivery, so an upsert replaces the score in place.
-        "timestamp": iso_millis(target.end_time_unix_nano or run.finished_unix_nano),
+        # The same on every redelivery, so an upsert replaces the score in place.
+        "timestamp": iso_millis(score_timestamp(run)),
         "metadata": _metadata(run, score, label),
     }
     if result.reason:

@@ -25,9 +25,10 @@ For every finished run, in the scored trace:
   that answers it has no logs signal turns the log records off by itself (``sink``).
 
 Event attributes: ``gen_ai.evaluation.name`` (the scorer name), ``gen_ai.evaluation.score.value`` (scored
-runs only), ``gen_ai.evaluation.explanation`` (the reason; for a not-scorable run, why), ``error.type``
-(failed runs: the cause's name). ``gen_ai.evaluation.score.label`` is left out: Mastra scorers produce a
-number without a pass/fail threshold, and the convention wants a low-cardinality, documented label.
+runs only), ``gen_ai.evaluation.score.label`` (scored runs whose scorer names its score: a custom judge's
+category, ``pass``/``fail``; Mastra's scorers give a bare number, so theirs carry none),
+``gen_ai.evaluation.explanation`` (the reason; for a not-scorable run, why), ``error.type`` (failed runs: the
+cause's name).
 
 Outcomes: *failed* → status ERROR, ``error.type`` = the cause's name, no score (not even one computed
 before the step that failed: a failed run has no score anywhere); *not_scorable* → status UNSET,
@@ -154,7 +155,7 @@ COST_SOURCE_LOCAL: Final = "local"
 EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
-GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"  # not written: see the module doc
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 # OpenInference span kind of the run span (Phoenix shows it; OTel's kind stays INTERNAL).
 OPENINFERENCE_SPAN_KIND: Final = names.OPENINFERENCE_SPAN_KIND
@@ -180,6 +181,8 @@ def evaluation_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
     result = run.result
     if run.outcome == "scored" and result is not None and result.score is not None and math.isfinite(result.score):
         attrs[GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+        if result.label:
+            attrs[GEN_AI_EVALUATION_SCORE_LABEL] = result.label
         if result.reason:
             attrs[GEN_AI_EVALUATION_EXPLANATION] = _clip(result.reason)
     elif run.outcome == "not_scorable" and result is not None and result.not_scorable is not None:
@@ -232,6 +235,8 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
         attrs[RUN_ID] = result.run_id
     if run.outcome == "scored" and result is not None and result.score is not None and math.isfinite(result.score):
         attrs[GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+        if result.label:
+            attrs[GEN_AI_EVALUATION_SCORE_LABEL] = result.label
     elif run.outcome == "not_scorable" and result is not None and result.not_scorable is not None:
         attrs[NOT_SCORABLE_STEP] = result.not_scorable.step
         attrs[NOT_SCORABLE_REASON] = _clip(result.not_scorable.reason)

@@ -288,7 +288,8 @@ class TraceFamilies:
         self.ready = Counter(
             f"{P}_traces_ready",
             "Buffered traces taken out to be scored, by why: root_idle (root ended, then quiet for idle_s), "
-            "max_wait (max_wait_s since the first span: scored incomplete), evicted (past max_trace_bytes).",
+            "max_wait (max_wait_s since the first span: scored incomplete), evicted (past max_trace_bytes), "
+            "window_end (a backfill's window read to its end).",
             ["reason"],
             registry=r,
         )

@@ -111,12 +111,14 @@ def assemble(
     observers: Sequence[ServiceObserver] = (),
     sinks: bool = False,
     max_hold_s: float | None = None,
+    score_source: str = "live",
 ) -> Assembly:
     """Build the parts ``settings`` describes. Raises ``SettingsError`` (key and line) when a scorer cannot
     be built or calls an undeclared judge.
 
     ``sinks``: build the live destinations (needs ``Settings``, with Kafka). ``max_hold_s``: how long a judge
-    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it).
+    call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it). ``score_source``:
+    what the score records say produced them (``backfill`` for a past window; the score ids do not change).
     """
     observer = Observers([*([metrics] if metrics is not None else []), *observers])
     judges: dict[str, AssembledJudge] = {}
@@ -157,7 +159,7 @@ def assemble(
     }
     signals: list[tuple[str, str, Callable[[], bool]]] = []  # exporter, optional signal, is it off
     letters = _dead_letters(settings, observer) if sinks else None
-    exported = _sinks(settings, observer, judged, signals, letters) if sinks else ()
+    exported = _sinks(settings, observer, judged, signals, letters, score_source) if sinks else ()
     destinations = tuple(sink for _, sink in exported)
     if not exported:  # no exporter, nothing to set aside (and no producer to start for it)
         letters = None
@@ -210,6 +212,7 @@ def _sinks(
     judged: Mapping[str, bool],
     signals: list[tuple[str, str, Callable[[], bool]]],
     letters: ScoreDeadLetters | None,
+    score_source: str = "live",
 ) -> tuple[tuple[ExporterKind[Any], Sink], ...]:
     """Every declared exporter's sink, from its own block (in the settings' order; an exporter left off
     builds none)."""
@@ -222,7 +225,9 @@ def _sinks(
         def watch_signal(signal: str, is_off: Callable[[], bool], exporter: str = kind.name) -> None:
             signals.append((exporter, signal, is_off))
 
-        context = ExporterContext(observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal)
+        context = ExporterContext(
+            observer=observer, kafka=kafka, judged=judged, watch_signal=watch_signal, score_source=score_source
+        )
         if letters is not None:
             context = dataclasses.replace(context, set_aside=letters.set_aside)
         sink = kind.build(block, context)

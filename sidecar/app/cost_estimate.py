@@ -5,7 +5,9 @@ per run come from each configured scorer's facts (its kind's ``@scorer_kind(judg
 options set it; a ``python:`` scorer counts its prompt steps), one scored span per trace (an agent run)
 unless told otherwise, sampling as configured, and a token size per call (default 1,500 input and 300 output
 tokens: a judge prompt quoting a short agent exchange) priced with the litellm price table, the one the
-metrics' estimated cost uses.
+metrics' estimated cost uses. A scorer whose options write its own prompt text (a judge written in YAML: its
+instructions, its template, its answer's schema) adds that text's tokens to each call's input, so a long
+policy in a template shows in the estimate.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class ScorerCost:
     scorer: str
     judge: str | None  # the judge model (provider/model), None for code scorers
     calls_per_run: float
+    input_tokens_per_call: int
     sampling: float
     calls_per_1000_traces: float
     usd_per_hour: float | None  # None: no judge, or the model has no known price
@@ -58,15 +61,21 @@ def estimate_costs(
     for scorer_settings in settings.scorers:
         scorer = scorers[scorer_settings.id]
         judge = settings.judges[scorer_settings.judge].to_judge_model() if scorer_settings.judge else None
-        calls = facts_for(scorer_settings, scorer).judge_calls_per_run if judge is not None else 0.0
+        facts = facts_for(scorer_settings, scorer)
+        calls = facts.judge_calls_per_run if judge is not None else 0.0
         per_1000 = 1000 * spans_per_trace * scorer_settings.sampling * calls
-        per_call = estimate_cost_usd(judge.litellm_model, usage) if judge is not None else None
+        tokens_in = input_tokens + facts.prompt_tokens
+        call_usage = (
+            usage if not facts.prompt_tokens else JudgeUsage(input_tokens=tokens_in, output_tokens=output_tokens)
+        )
+        per_call = estimate_cost_usd(judge.litellm_model, call_usage) if judge is not None else None
         hourly = per_call * per_1000 / 1000 * traces_per_s * 3600 if per_call is not None and calls else None
         rows.append(
             ScorerCost(
                 scorer=scorer_settings.id,
                 judge=judge.litellm_model if judge is not None else None,
                 calls_per_run=calls,
+                input_tokens_per_call=tokens_in,
                 sampling=scorer_settings.sampling,
                 calls_per_1000_traces=per_1000,
                 usd_per_hour=hourly,
@@ -86,15 +95,18 @@ def render_costs(
     """The table; ``caps`` maps a judge model to its (spend cap in USD/hour, on_spend_cap policy)."""
     lines = [
         f"estimated judge load at {traces_per_s:g} traces/s (one scored span per trace, "
-        f"{input_tokens} input + {output_tokens} output tokens per call, list prices):",
-        f"  {'scorer':<24} {'judge':<28} {'calls/run':>9} {'sampling':>8} {'calls/1000 traces':>17} {'USD/hour':>10}",
+        f"{input_tokens} input + {output_tokens} output tokens per call, plus a custom judge's own prompt, list "
+        "prices):",
+        f"  {'scorer':<24} {'judge':<28} {'tokens in':>9} {'calls/run':>9} {'sampling':>8} {'calls/1000 traces':>17} "
+        f"{'USD/hour':>10}",
     ]
     for row in rows:
         cost = "-" if row.usd_per_hour is None else f"{row.usd_per_hour:.2f}"
         if row.judge is not None and row.calls_per_run and row.usd_per_hour is None:
             cost = "no price"
+        tokens = str(row.input_tokens_per_call) if row.calls_per_run else "-"
         lines.append(
-            f"  {row.scorer:<24} {row.judge or '(code)':<28} {row.calls_per_run:>9g} {row.sampling:>8g} "
+            f"  {row.scorer:<24} {row.judge or '(code)':<28} {tokens:>9} {row.calls_per_run:>9g} {row.sampling:>8g} "
             f"{row.calls_per_1000_traces:>17g} {cost:>10}"
         )
     total = sum(r.usd_per_hour or 0.0 for r in rows)

@@ -18,13 +18,16 @@ from sidecar.app.assembly import Assembly, assemble
 from sidecar.app.intake_log import IntakeTally, log_intake
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
+from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.agent_labels import AgentLabels
+from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
+from sidecar.runtime.sources import RecordSource
 from sidecar.runtime.startup import listen_failure
 from sidecar.settings import Settings
 
-__all__ = ["run_service", "serve"]
+__all__ = ["ingest_for", "kept_resource_attributes", "kept_span_attributes", "run_service", "serve", "service_for"]
 
 log = logging.getLogger(__name__)
 
@@ -55,24 +58,8 @@ async def run_service(
     """
     tally = IntakeTally()
     assembly = assemble(settings, metrics=metrics or SidecarMetrics(), observers=(*observers, tally), sinks=True)
-    kafka = settings.kafka
     runtime = settings.runtime
-    service = ScoringService(
-        bootstrap_servers=kafka.bootstrap_servers_str,
-        group_id=kafka.group_id,
-        ingest=kafka.ingest_config(kafka.topics[0], resource_attributes=_kept_resource_attributes(settings)),
-        topics=kafka.topics,
-        scorers=assembly.scorers,
-        sinks=assembly.sinks,
-        publishers=assembly.publishers,
-        observer=assembly.observer,
-        limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
-        consumer_options=kafka.consumer_options(),
-        producer_options=kafka.producer_options(),
-        readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
-        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
-        key_sampling=kafka.key_sampling,
-    )
+    service = service_for(settings, assembly)
     _resume_judges_on(signal.SIGUSR1, assembly)
     if watchdog is not None:
         watchdog.phase_source = lambda: service.stop_phase
@@ -95,11 +82,53 @@ async def run_service(
         await assembly.aclose()
 
 
-def _kept_resource_attributes(settings: Settings) -> tuple[str, ...]:
-    """What ingest keeps of the scored span's resource: what the exporters that are on read of it (what OTLP
-    copies, the environment Langfuse files a score under), each declared with its exporter."""
-    kept = (name for kind, block in settings.exporters.declared() for name in kind.kept_resource_attributes(block))
-    return tuple(dict.fromkeys(kept))
+def ingest_for(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> IngestConfig:
+    """What ingest reads and keeps, for the configured scorers and exporters."""
+    kafka = settings.kafka
+    return kafka.ingest_config(
+        kafka.topics[0],
+        resource_attributes=kept_resource_attributes(settings, scorers),
+        span_attributes=kept_span_attributes(scorers),
+    )
+
+
+def service_for(
+    settings: Settings, assembly: Assembly, *, group_id: str | None = None, source: RecordSource | None = None
+) -> ScoringService:
+    """The service ``settings`` and ``assembly`` describe: ``run``'s (its group subscription), or another command's
+    over its own record source and consumer group (``backfill``)."""
+    kafka = settings.kafka
+    runtime = settings.runtime
+    return ScoringService(
+        bootstrap_servers=kafka.bootstrap_servers_str,
+        group_id=group_id or kafka.group_id,
+        ingest=ingest_for(settings, assembly.scorers),
+        topics=kafka.topics,
+        scorers=assembly.scorers,
+        sinks=assembly.sinks,
+        publishers=assembly.publishers,
+        observer=assembly.observer,
+        limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
+        consumer_options=kafka.consumer_options(),
+        producer_options=kafka.producer_options(),
+        readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
+        key_sampling=kafka.key_sampling,
+        source=source,
+    )
+
+
+def kept_resource_attributes(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:
+    """What ingest keeps of the scored span's resource: what the exporters that are on read of it, each declared
+    with its exporter (what OTLP copies, the environment Langfuse and Datadog file a score under), and what the
+    configured scorers read (the keys judges written in YAML name)."""
+    read = (name for kind, block in settings.exporters.declared() for name in kind.kept_resource_attributes(block))
+    return frozenset(read).union(*(configured.facts.resource_attributes for configured in scorers))
+
+
+def kept_span_attributes(scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:
+    """What ingest keeps of the scored span's own attributes: what the configured scorers read (usually none)."""
+    return frozenset().union(*(configured.facts.span_attributes for configured in scorers))
 
 
 async def _metrics_server(

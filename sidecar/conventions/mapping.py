@@ -48,6 +48,8 @@ class SpanView:
     attributes: Mapping[str, Any]
     events: Events = ()
     resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
+    # The span attributes the run keeps (``SpanTarget.span_attributes``), by key.
+    kept_attributes: tuple[tuple[str, Any], ...] = ()
 
 
 def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
@@ -214,6 +216,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         agent_id=_opt_str(_first(a, names.GEN_AI_AGENT_ID, names.MASTRA_LEGACY_AGENT_ID)),
         service_name=view.service_name,
         resource_attributes=view.resource_attributes,
+        span_attributes=view.kept_attributes,
         model=_opt_str(_first(a, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.LLM_MODEL_NAME)),
         provider=_opt_str(
             _first(a, names.GEN_AI_PROVIDER_NAME, names.GEN_AI_SYSTEM, names.LLM_PROVIDER, names.LLM_SYSTEM)

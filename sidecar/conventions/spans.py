@@ -23,6 +23,7 @@ __all__ = [
     "SpanAdmission",
     "SpanReject",
     "admit",
+    "kept_attributes",
     "kept_resource",
     "service_name_of",
     "span_view",
@@ -86,6 +87,11 @@ def kept_resource(resource_attributes: Any, keep: Collection[str]) -> tuple[tupl
     return tuple(kept.items())
 
 
+def kept_attributes(attributes: Mapping[str, Any], keep: Collection[str]) -> tuple[tuple[str, Any], ...]:
+    """The span attributes named in ``keep`` that the span has, by key in sorted order (a run's copy)."""
+    return tuple((key, attributes[key]) for key in sorted(keep) if key in attributes)
+
+
 def _events(span: Span) -> tuple[tuple[str, Mapping[str, Any]], ...]:
     return tuple((e.name, attributes_dict(e.attributes)) for e in span.events if e.name in names.CONTENT_EVENT_NAMES)
 
@@ -104,6 +110,7 @@ def _view(
     service: str | None,
     attributes: Mapping[str, Any],
     resource: tuple[tuple[str, ResourceValue], ...] = (),
+    keep: Collection[str] = (),
 ) -> SpanView:
     parent = span.parent_span_id
     return SpanView(
@@ -119,6 +126,7 @@ def _view(
         attributes=attributes,
         events=_events(span) if span.events else (),
         resource_attributes=resource,
+        kept_attributes=kept_attributes(attributes, keep) if keep else (),
     )
 
 
@@ -164,8 +172,9 @@ def span_view(
     service: str | None,
     attributes: Mapping[str, Any],
     resource: tuple[tuple[str, ResourceValue], ...] = (),
+    keep: Collection[str] = (),
 ) -> SpanView:
-    return _view(span, kind, service, attributes, resource)
+    return _view(span, kind, service, attributes, resource, keep)
 
 
 def spans_to_runs(
@@ -173,11 +182,13 @@ def spans_to_runs(
     selection: Selection = DEFAULT_SELECTION,
     *,
     resource_attributes: Collection[str] = (),
+    span_attributes: Collection[str] = (),
 ) -> MappingResult:
     """Every selected span of ``traces`` as a scorer run, or as a reject with its reason.
 
     ``resource_attributes``: resource attribute names whose (scalar) values each run keeps
-    (``SpanTarget.resource_attributes``). Never raises on span content: malformed content becomes a
+    (``SpanTarget.resource_attributes``); ``span_attributes``: the scored span's attribute names each run
+    keeps (``SpanTarget.span_attributes``). Never raises on span content: malformed content becomes a
     :class:`SpanReject`.
     """
     runs: list[ScorerRunRequest] = []
@@ -209,7 +220,7 @@ def spans_to_runs(
                         if resource_attributes
                         else ()
                     )
-                view = _view(span, kind, service, admission.attributes, resource)
+                view = _view(span, kind, service, admission.attributes, resource, span_attributes)
                 try:
                     run = map_span(view)
                 except _MAPPING_ERRORS as exc:

@@ -38,6 +38,7 @@ from sidecar.conventions.spans import (
     SkipCounts,
     SpanReject,
     admit,
+    kept_attributes,
     kept_resource,
     service_name_of,
     span_view,
@@ -206,7 +207,12 @@ def _answer(
 
 
 def _assemble(
-    node: _Node, base: ScorerRunRequest | None, own_runs: set[bytes], ready_reason: ReadyReason, complete: bool
+    node: _Node,
+    base: ScorerRunRequest | None,
+    own_runs: set[bytes],
+    ready_reason: ReadyReason,
+    complete: bool,
+    keep: Collection[str] = (),
 ) -> ScorerRunRequest | None:
     llm_nodes: list[_Node] = []
     calls: list[ToolInvocation] = []
@@ -275,7 +281,7 @@ def _assemble(
     output = _answer(answers, calls, view_id, created)
     if not run_input.input_messages and not output and not run_input.system_messages:
         return None
-    target = base.target if base is not None else _target(node)
+    target = base.target if base is not None else _target(node, keep)
     usage = [usage_of(attributes_dict(n.item.span.attributes)) for n in llm_nodes]
     usage_in = [tokens for tokens, _ in usage if tokens is not None]
     usage_out = [tokens for _, tokens in usage if tokens is not None]
@@ -336,7 +342,7 @@ def _answer_text(run: ScorerRunRequest | None) -> str | None:
     return texts[-1].text if texts else None
 
 
-def _target(node: _Node) -> SpanTarget:
+def _target(node: _Node, keep: Collection[str] = ()) -> SpanTarget:
     span = node.item.span
     attributes = attributes_dict(span.attributes)
     parent = span.parent_span_id
@@ -351,15 +357,22 @@ def _target(node: _Node) -> SpanTarget:
         service_name=node.item.service,
         end_time_unix_nano=span.end_time_unix_nano,
         resource_attributes=node.item.resource,
+        span_attributes=kept_attributes(attributes, keep) if keep else (),
     )
 
 
 def trace_runs(
-    spans: Sequence[TraceSpan], selection: Selection, *, ready_reason: ReadyReason, complete: bool | None = None
+    spans: Sequence[TraceSpan],
+    selection: Selection,
+    *,
+    ready_reason: ReadyReason,
+    complete: bool | None = None,
+    span_attributes: Collection[str] = (),
 ) -> MappingResult:
     """A run per selected agent span of one trace, each over its own subtree. Never raises on content.
 
-    ``complete``: whether ``spans`` are the whole trace (default: ready because its root ended, then quiet)."""
+    ``complete``: whether ``spans`` are the whole trace (default: ready because its root ended, then quiet).
+    ``span_attributes``: the agent span's attribute names each run keeps (``SpanTarget.span_attributes``)."""
     whole = ready_reason == "root_idle" if complete is None else complete
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
@@ -378,14 +391,14 @@ def trace_runs(
             chosen.append((node, admission.attributes))
     own_runs = {node.item.span.span_id for node, _ in chosen}
     for node, attributes in chosen:
-        view = span_view(node.item.span, "agent", node.item.service, attributes, node.item.resource)
+        view = span_view(node.item.span, "agent", node.item.service, attributes, node.item.resource, span_attributes)
         try:
             base = map_span(view)
         except _MAPPING_ERRORS as exc:
             detail = f"{exc.__class__.__name__}: {exc}"[:300]
             rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
             continue
-        run = _assemble(node, base, own_runs, ready_reason, whole)
+        run = _assemble(node, base, own_runs, ready_reason, whole, span_attributes)
         if run is None:
             skipped["no_content"] += 1
         else:

@@ -39,6 +39,8 @@ class ScorerTally:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    # Scored runs by their label, for scorers that name their scores (a custom judge's categories, pass/fail).
+    labels: dict[str, int] = field(default_factory=dict)
 
     @property
     def average(self) -> float | None:
@@ -63,6 +65,8 @@ class EvalTally(ServiceObserver):
         if run.outcome == "scored" and result is not None and result.score is not None:
             tally.scored += 1
             tally.score_sum += result.score
+            if result.label is not None:
+                tally.labels[result.label] = tally.labels.get(result.label, 0) + 1
         elif run.outcome == "not_scorable":
             tally.not_scorable += 1
         else:
@@ -139,6 +143,10 @@ def render_report(report: EvalReport) -> str:
         total_in += tally.input_tokens
         total_out += tally.output_tokens
         total_cost += tally.cost_usd
+    for scorer, tally in report.tallies.items():
+        if tally.labels:
+            counts = ", ".join(f"{label} {count}" for label, count in sorted(tally.labels.items(), key=_most_first))
+            lines.append(f"{scorer} labels: {counts}")
     lines.append(f"judge tokens {total_in} in / {total_out} out, estimated cost ${total_cost:.4f}")
     failed = sum(tally.failed for tally in report.tallies.values())
     if failed:
@@ -150,6 +158,10 @@ def render_report(report: EvalReport) -> str:
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
     return "\n".join(lines)
+
+
+def _most_first(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
 
 
 class Progress:

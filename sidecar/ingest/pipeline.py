@@ -25,8 +25,12 @@ class IngestConfig(BaseModel):
     dead_letter_topic: str = "otlp_spans.dead_letter"
     max_record_bytes: int = Field(default=1024 * 1024, gt=0)
     selection: Selection = Selection()
-    # Resource attributes of the scored span that each run keeps (the OTLP exporter copies them).
+    # Resource attributes of the scored span that each run keeps (the OTLP exporter copies them; judges
+    # written in YAML read the keys their templates name).
     resource_attributes: frozenset[str] = frozenset()
+    # The scored span's own attributes each run keeps: the keys judges written in YAML read (none by default:
+    # a configuration without such a judge copies nothing).
+    span_attributes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,12 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         traces = decode_traces(value, config.encoding)
     except TraceDecodeError as exc:
         return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]),))
-    result = spans_to_runs(traces, config.selection, resource_attributes=config.resource_attributes)
+    result = spans_to_runs(
+        traces,
+        config.selection,
+        resource_attributes=config.resource_attributes,
+        span_attributes=config.span_attributes,
+    )
     letters = tuple(
         DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
     )
@@ -100,7 +109,9 @@ def process_record_multi(
             runs.append(())
             skipped.append(SkipCounts())
             continue
-        result = spans_to_runs(traces, selection, resource_attributes=config.resource_attributes)
+        result = spans_to_runs(
+            traces, selection, resource_attributes=config.resource_attributes, span_attributes=config.span_attributes
+        )
         runs.append(result.runs)
         skipped.append(result.skipped)
         spans_seen = max(spans_seen, result.spans_seen)

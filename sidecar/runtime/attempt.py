@@ -84,6 +84,9 @@ async def attempt_scorer(
                 run_id=score_id_of(scorer.fingerprint, request.subject),
                 ground_truth=ground_truth,
                 request_context=request_context,
+                # Only what a configured scorer asked ingest to keep: none for most configurations.
+                span_attributes=dict(target.span_attributes) if target.span_attributes else None,
+                resource_attributes=dict(target.resource_attributes) if target.resource_attributes else None,
             )
         outcome = "not_scorable" if result.not_scorable is not None else "scored"
     except ScorerRunError as exc:

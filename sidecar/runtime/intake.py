@@ -185,10 +185,14 @@ class Intake:
         log.info("joined consumer group %s on %s: %s%s", self._group_id, self._source.describe(), owned, metrics)
 
     def report_lag(self, offsets: OffsetTracker[TopicPartition]) -> None:
-        """Records between the committed offset and the high watermark, per owned partition."""
+        """Records between the committed offset and the high watermark (a bounded source's range end, when
+        lower: what is left of a backfill's window), per owned partition."""
         consumer = self._consumer
         for tp in self.owned:
             highwater = consumer.highwater(tp)
+            end = self._source.end_of(tp)
+            if end is not None:
+                highwater = end if highwater is None else min(highwater, end)
             committed = offsets.committed(tp)
             if highwater is not None and committed is not None:
                 self._observer.consumer_lag(tp.topic, tp.partition, highwater - committed)

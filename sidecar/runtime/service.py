@@ -41,6 +41,9 @@ __all__ = ["ConfiguredScorer", "ScoringService"]
 
 log = logging.getLogger(__name__)
 
+# While the last runs of an exhausted source finish, how often the wait looks at the stop event.
+_FINISH_POLL_S = 0.5
+
 
 class ScoringService:
     def __init__(
@@ -96,6 +99,7 @@ class ScoringService:
                 observer=observer,
                 max_in_flight_runs=limits.max_in_flight_runs,
                 dead_letter_topic=ingest.dead_letter_topic,
+                span_attributes=ingest.span_attributes,
             )
             if trace_scorers
             else None
@@ -169,10 +173,13 @@ class ScoringService:
             if self._traces is not None:
                 self._traces.publisher = publisher
                 background.append(asyncio.create_task(self._traces.run(stop), name="trace readiness"))
-            if await intake.run_until(stop) == "abandoned":
+            ended = await intake.run_until(stop)
+            if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
             if self._traces is not None:
                 await cancel_and_wait(background.pop())
+            if ended == "exhausted":
+                await self._finish_source(stop)
             await self._drain(clock.left() - reserve, report)
             await cancel_and_wait(background[0])  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(limits.flush_timeout_s, clock.left() - reserve / 2), report)
@@ -242,6 +249,27 @@ class ScoringService:
         if abandoned:
             log.info("revoked %d partitions; %d records left to their new owner", len(revoked), abandoned)
         self._capacity.update()
+
+    # -- the end of a bounded source ----------------------------------------------------------------------
+    async def _finish_source(self, stop: asyncio.Event) -> None:
+        """A bounded source read to its end (a backfill's window): nothing more will come, so the traces still
+        buffered are scored now, and every run is waited for (only a stop cuts the wait short: the stop budget
+        is for stopping, not for the window's last runs), before the final checkpoint."""
+        self.stop_phase = "source read to its end: finishing its runs"
+        if self._traces is not None:
+            started = await self._traces.score_the_rest(stop)
+            if started:
+                log.info(
+                    "source read to its end: scoring the %d traces still buffered (ready reason window_end)", started
+                )
+        while self._dispatcher.pending and not stop.is_set():
+            await self._dispatcher.drain(_FINISH_POLL_S)
+
+    def done_offsets(self) -> dict[TopicPartition, int]:
+        """Per partition read so far, the offset below which every record is done (scored and handed to the
+        sinks, not yet necessarily committed): a bounded source's progress."""
+        offsets = self._ledger.offsets
+        return {tp: position for tp in offsets.partitions if (position := offsets.position(tp)) is not None}
 
     # -- the stop ------------------------------------------------------------------------------------------
     async def _drain(self, timeout_s: float, report: StopReport) -> None:

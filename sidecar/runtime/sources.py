@@ -46,6 +46,11 @@ class RecordSource(Protocol):
         """Whether ``tp`` has nothing left in range once ``next_offset`` is the next record to read."""
         ...
 
+    def end_of(self, tp: TopicPartition) -> int | None:
+        """Where ``tp``'s range ends (exclusive), or None when it is read on as records arrive: consumer lag is
+        counted up to it."""
+        ...
+
     @property
     def exhausted(self) -> bool:
         """Every partition reached its end: nothing more will come."""
@@ -72,6 +77,9 @@ class GroupSubscription:
 
     def finished(self, tp: TopicPartition, next_offset: int) -> bool:
         return False
+
+    def end_of(self, tp: TopicPartition) -> int | None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,10 @@ class AssignedPartitions:
             return False
         self._left.discard(tp)
         return True
+
+    def end_of(self, tp: TopicPartition) -> int | None:
+        span = self.ranges.get(tp)
+        return span.end if span is not None else None
 
     @property
     def exhausted(self) -> bool:

@@ -4,7 +4,9 @@ Each record's spans wait in a :class:`TraceBuffer` (by partition and trace id); 
 that are ready and starts their runs. A record stays held until every trace it brought spans to has been
 scored (or given up on) and exported: the record's claim counts one part per such trace, and the claim of a
 ready trace releases that part of each of its records when its runs (and dead letters) are done. Traces
-still buffered at a stop are left uncommitted: the next owner of their partitions reads them again.
+still buffered at a stop are left uncommitted: the next owner of their partitions reads them again. When a
+bounded source is exhausted (a backfill's window read to its end), no span will come to a buffered trace:
+``score_the_rest`` scores each as it is (``window_end``), before the final checkpoint.
 
 This is the stage where a session scope sits next: a stage takes spans from records, holds their records
 through the ledger, knows when its own unit (a trace, a conversation) is ready, and starts runs.
@@ -59,6 +61,7 @@ class TraceScope:
         observer: ServiceObserver,
         max_in_flight_runs: int,
         dead_letter_topic: str,
+        span_attributes: frozenset[str] = frozenset(),
     ) -> None:
         self._scorers = tuple(scorers)
         self._limits = limits
@@ -69,6 +72,7 @@ class TraceScope:
         self._observer = observer
         self._max_in_flight_runs = max_in_flight_runs
         self._dead_letter_topic = dead_letter_topic
+        self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
@@ -154,6 +158,27 @@ class TraceScope:
             self._observer.trace_buffer(len(buffer), buffer.bytes)
             self._capacity.update()
 
+    async def score_the_rest(self, stop: asyncio.Event) -> int:
+        """The source is exhausted: start the runs of every buffered trace now, as room for runs allows (ready
+        reason ``window_end``; complete only when its root arrived). Returns how many traces were started."""
+        buffer = self.buffer
+        started = 0
+        while len(buffer) and not stop.is_set():
+            room = self._max_in_flight_runs - self._dispatcher.in_flight
+            if room <= 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), _TICK_S)
+                continue
+            for _ in range(room):
+                trace = buffer.take_oldest()
+                if trace is None:
+                    break
+                self._start(trace, "window_end")
+                started += 1
+            await asyncio.sleep(0)  # assembly is CPU work: let the runs just started progress
+        self._observer.trace_buffer(len(buffer), buffer.bytes)
+        return started
+
     def _evict_oldest(self) -> list[tuple[BufferedTrace[TopicPartition], ReadyReason]]:
         # Full, intake paused, and no trace got ready for idle_s: every buffered trace waits for spans behind
         # the pause, so waiting only leads to max_wait_s. Score the oldest now, from what arrived.
@@ -208,7 +233,10 @@ class TraceScope:
         runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = []
         rejects: dict[tuple[str, str], SpanReject] = {}
         skipped: dict[str, int] = {}
-        complete = reason == "root_idle" and not trace.cut_short
+        # At a window's end a trace whose root arrived is as whole as the window holds it: it waited only because
+        # idle_s had not passed yet, and nothing more will come.
+        whole = reason == "root_idle" or (reason == "window_end" and trace.root_arrived())
+        complete = whole and not trace.cut_short
         assembled: dict[Selection, MappingResult] = {}  # scorers with the same targets share one assembly
         spans: list[TraceSpan] | None = None
         for configured in self._scorers:
@@ -219,6 +247,7 @@ class TraceScope:
                     configured.selection,
                     ready_reason=reason,
                     complete=complete,
+                    span_attributes=self._span_attributes,
                 )
             runs.extend((configured, request) for request in result.runs)
             for reject in result.rejects:

@@ -14,6 +14,7 @@ from sidecar.scorers import (
     faithfulness,
     hallucination,
     keyword_coverage,
+    llm_judge,
     noise_sensitivity,
     prompt_alignment,
     rubric,
@@ -38,6 +39,7 @@ from sidecar.scorers.context_relevance import ContextRelevanceOptions, create_co
 from sidecar.scorers.faithfulness import FaithfulnessOptions, create_faithfulness_scorer
 from sidecar.scorers.hallucination import HallucinationOptions, create_hallucination_scorer
 from sidecar.scorers.keyword_coverage import KeywordCoverageOptions, create_keyword_coverage_scorer
+from sidecar.scorers.llm_judge import LlmJudgeOptions, create_llm_judge_scorer
 from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, _Options, create_noise_sensitivity_scorer_llm
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
@@ -68,6 +70,7 @@ __all__ = [
     "FaithfulnessOptions",
     "HallucinationOptions",
     "KeywordCoverageOptions",
+    "LlmJudgeOptions",
     "NoiseSensitivityOptions",
     "PromptAlignmentOptions",
     "RubricCriterion",
@@ -104,6 +107,7 @@ __all__ = [
     "create_faithfulness_scorer",
     "create_hallucination_scorer",
     "create_keyword_coverage_scorer",
+    "create_llm_judge_scorer",
     "create_noise_sensitivity_scorer_llm",
     "create_prompt_alignment_scorer_llm",
     "create_rubric_scorer",
@@ -118,6 +122,7 @@ __all__ = [
     "faithfulness",
     "hallucination",
     "keyword_coverage",
+    "llm_judge",
     "noise_sensitivity",
     "prompt_alignment",
     "rubric",

@@ -18,11 +18,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from sidecar.core.runs import SCOPES, Scope
+from sidecar.core.runs import SINGLE_RUN_SCOPES, Scope
 from sidecar.scoring import JudgeModel, Scorer
 
 __all__ = [
     "Direction",
+    "LiveProblem",
     "Need",
     "ScorerFacts",
     "ScorerKind",
@@ -40,6 +41,9 @@ NEED_ORDER: tuple[Need, ...] = ("input", "output", "system", "tool_calls", "cont
 # Which way is good: "higher" (alignment, relevancy) or "lower" (hallucination, toxicity, bias).
 Direction = Literal["higher", "lower"]
 Factory = Callable[[JudgeModel | None, OptionsT], Scorer]
+# Why a scorer built with some options cannot score live traffic at a scope: the option's path inside
+# ``options`` (empty: the kind itself) and the message.
+LiveProblem = tuple[tuple[str | int, ...], str]
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,14 @@ class ScorerFacts:
     direction: Direction = "higher"
     judge_calls_per_run: float = 0.0
     needs: frozenset[Need] = frozenset({"input", "output"})
-    scopes: frozenset[Scope] = frozenset(SCOPES)
+    scopes: frozenset[Scope] = frozenset(SINGLE_RUN_SCOPES)
+    # Attributes of the scored span and of its resource that a run must carry for this scorer (a judge
+    # written in YAML names them in its template): ingest keeps these keys only, and only when asked.
+    span_attributes: frozenset[str] = frozenset()
+    resource_attributes: frozenset[str] = frozenset()
+    # Tokens of the scorer's own prompt text beyond the run content it quotes, when its options write that
+    # text (a judge written in YAML): the cost estimate adds them to a call's input.
+    prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,9 +84,12 @@ class ScorerKind(Generic[OptionsT]):
     # system instructions only); None: ``needs``.
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None
     # The scopes a scorer of this kind can score (a conversation judge reads whole sessions only).
-    scopes: frozenset[Scope] = frozenset(SCOPES)
+    scopes: frozenset[Scope] = frozenset(SINGLE_RUN_SCOPES)
     # Facts that a scorer's options set (direction, calls per run) beyond ``needs_for``; None: the kind's.
     facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None
+    # Why a scorer built with these options cannot score live traffic at a scope (what it reads that a live
+    # run there does not carry), beyond ``eval_only``; None: nothing.
+    live_problems_for: Callable[[OptionsT, Scope], Iterable[LiveProblem]] | None = None
 
     def needs_given(self, options: Mapping[str, Any]) -> frozenset[Need]:
         """What a scorer of this kind built with ``options`` reads from a run."""
@@ -92,6 +106,15 @@ class ScorerKind(Generic[OptionsT]):
         if self.facts_for is not None:
             facts = self.facts_for(validated, facts)
         return facts
+
+    def live_problems(self, options: Mapping[str, Any], scope: Scope) -> list[LiveProblem]:
+        """Why a scorer of this kind built with ``options`` cannot score live traffic at ``scope`` (empty: it
+        can). Call it with options that validate."""
+        if self.eval_only is not None:
+            return [((), f"kind {self.name!r} scores eval datasets only: {self.eval_only}")]
+        if self.live_problems_for is None:
+            return []
+        return list(self.live_problems_for(self.options.model_validate(dict(options)), scope))
 
     @property
     def prebuilt(self) -> bool:
@@ -120,8 +143,9 @@ def scorer_kind(
     needs: Iterable[Need] = ("input", "output"),
     direction: Direction = "higher",
     needs_for: Callable[[OptionsT], Iterable[Need]] | None = None,
-    scopes: Iterable[Scope] = SCOPES,
+    scopes: Iterable[Scope] = SINGLE_RUN_SCOPES,
     facts_for: Callable[[OptionsT, ScorerFacts], ScorerFacts] | None = None,
+    live_problems_for: Callable[[OptionsT, Scope], Iterable[LiveProblem]] | None = None,
 ) -> Callable[[Factory[OptionsT]], Factory[OptionsT]]:
     """Register ``factory(judge, options) -> Scorer`` as the kind ``name``."""
     if needs_judge and judge_calls_per_run <= 0:
@@ -143,6 +167,7 @@ def scorer_kind(
             needs_for,
             frozenset(scopes),
             facts_for,
+            live_problems_for,
         )
         _KINDS[name] = _BY_FACTORY[factory] = kind
         return factory
@@ -175,7 +200,9 @@ def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
             f"`{field}` ({'required' if info.is_required() else _default(info.default)})"
             for field, info in kind.options.model_fields.items()
         )
-        needs = ", ".join(need.replace("_", " ") for need in NEED_ORDER if need in kind.needs)
+        needs = (
+            ", ".join(need.replace("_", " ") for need in NEED_ORDER if need in kind.needs) or "what its options name"
+        )
         calls = f"{kind.judge_calls_per_run:g}" if kind.needs_judge else "0 (code)"
         live = "eval only" if kind.eval_only else "yes"
         rows.append(

@@ -7,8 +7,16 @@
 from sidecar.scoring.agent import AgentMessage, AgentRunInput
 from sidecar.scoring.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
 from sidecar.scoring.judge.model import Judge, JudgeModel
-from sidecar.scoring.scorer import Scorer, create_scorer
-from sidecar.scoring.steps import NotScorable, PromptStep, ScorerRun, StepContext, StepResults, not_scorable
+from sidecar.scoring.scorer import PromptPreview, Scorer, create_scorer
+from sidecar.scoring.steps import (
+    LabelledScore,
+    NotScorable,
+    PromptStep,
+    ScorerRun,
+    StepContext,
+    StepResults,
+    not_scorable,
+)
 from sidecar.scoring.types import (
     JudgeCost,
     JudgeErrorInfo,
@@ -35,8 +43,10 @@ __all__ = [
     "JudgeModel",
     "JudgeStepRecord",
     "JudgeUsage",
+    "LabelledScore",
     "NotScorable",
     "NotScorableInfo",
+    "PromptPreview",
     "PromptStep",
     "Scorer",
     "ScorerDefinitionError",

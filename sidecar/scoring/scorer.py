@@ -22,6 +22,7 @@ from sidecar.scoring.judge.structured import execute_prompt_step
 from sidecar.scoring.steps import (
     FunctionStep,
     GeneratedScore,
+    LabelledScore,
     NotScorable,
     PromptFactory,
     PromptStep,
@@ -38,7 +39,7 @@ from sidecar.scoring.types import (
     StepName,
 )
 
-__all__ = ["JudgeLike", "Scorer", "create_scorer"]
+__all__ = ["JudgeLike", "PromptPreview", "Scorer", "create_scorer"]
 
 JudgeLike: TypeAlias = Judge | Mapping[str, Any] | str | JudgeModel
 Step: TypeAlias = FunctionStep | PromptStep[Any]
@@ -244,18 +245,14 @@ class Scorer:
         run_id: str | None = None,
         request_context: Mapping[str, Any] | None = None,
         ground_truth: Any = None,
+        span_attributes: Mapping[str, Any] | None = None,
+        resource_attributes: Mapping[str, Any] | None = None,
     ) -> ScorerRunResult:
+        """Score one run. ``span_attributes`` / ``resource_attributes``: what the scored span and its resource
+        carry, for scorers that read them (beyond Mastra's run: a judge written in YAML names them)."""
         if not any(name == "generate_score" for name, _ in self.steps):
             raise ScorerDefinitionError(f"scorer {self.id!r} has no generate_score step")
-        if output is None:
-            raise ScorerInputError(f"scorer {self.id!r}: run() needs output=... (the response to score), got None")
-        if run_id is not None and not isinstance(run_id, str):
-            raise ScorerInputError(f"scorer {self.id!r}: run_id must be a string, got {type(run_id).__name__}")
-        if request_context is not None and not isinstance(request_context, Mapping):
-            raise ScorerInputError(
-                f"scorer {self.id!r}: request_context must be a mapping, got {type(request_context).__name__}"
-            )
-        run = ScorerRun(input, output, run_id or str(uuid.uuid4()), ground_truth, request_context)
+        run = self._run_of(input, output, run_id, request_context, ground_truth, span_attributes, resource_attributes)
         fields: dict[str, Any] = {}
         judge_results: ScorerJudgeResults | None = None
         completed: list[StepName] = []
@@ -283,6 +280,9 @@ class Scorer:
                     results = StepResults(results.preprocess_step_result, value)
                     fields["analyze_step_result"] = value
                 elif name == "generate_score":
+                    if isinstance(value, LabelledScore):
+                        fields["label"] = _as_label(value.label)
+                        value = value.score
                     score = _as_score(value)
                     fields["score"] = score
                 else:
@@ -292,6 +292,69 @@ class Scorer:
                 raise failure from failure.__cause__
             completed.append(name)
         return self._result(run, fields, judge_results)
+
+    def _run_of(
+        self,
+        input: Any,
+        output: Any,
+        run_id: str | None,
+        request_context: Mapping[str, Any] | None,
+        ground_truth: Any,
+        span_attributes: Mapping[str, Any] | None,
+        resource_attributes: Mapping[str, Any] | None,
+    ) -> ScorerRun:
+        if output is None:
+            raise ScorerInputError(f"scorer {self.id!r}: run() needs output=... (the response to score), got None")
+        if run_id is not None and not isinstance(run_id, str):
+            raise ScorerInputError(f"scorer {self.id!r}: run_id must be a string, got {type(run_id).__name__}")
+        if request_context is not None and not isinstance(request_context, Mapping):
+            raise ScorerInputError(
+                f"scorer {self.id!r}: request_context must be a mapping, got {type(request_context).__name__}"
+            )
+        return ScorerRun(
+            input,
+            output,
+            run_id or str(uuid.uuid4()),
+            ground_truth,
+            request_context,
+            span_attributes,
+            resource_attributes,
+        )
+
+    async def first_prompt(
+        self,
+        *,
+        input: Any = None,
+        output: Any,
+        request_context: Mapping[str, Any] | None = None,
+        ground_truth: Any = None,
+        span_attributes: Mapping[str, Any] | None = None,
+        resource_attributes: Mapping[str, Any] | None = None,
+    ) -> PromptPreview | None:
+        """The first prompt this scorer would send a judge for this run, calling no judge: the function steps
+        before it run (they are code). ``None`` when the scorer has no prompt step; a step whose later prompts
+        depend on the judge's earlier answers cannot be shown without calling it."""
+        run = self._run_of(input, output, None, request_context, ground_truth, span_attributes, resource_attributes)
+        results = StepResults()
+        for name, step in self.steps:
+            ctx = StepContext(run, results)
+            if isinstance(step, PromptStep):
+                prompt = await _resolve(step.create_prompt(ctx))
+                judge = self.judge.merged(step.judge) if self.judge is not None else step.judge
+                instructions = judge.instructions if judge is not None else None
+                if isinstance(prompt, NotScorable):
+                    return PromptPreview(name, instructions, None, prompt.reason)
+                return PromptPreview(name, instructions, str(prompt), None)
+            value = await _resolve(step.fn(ctx))
+            if isinstance(value, NotScorable):
+                return PromptPreview(name, None, None, value.reason)
+            if name == "preprocess":
+                results = StepResults(value, results.analyze_step_result)
+            elif name == "analyze":
+                results = StepResults(results.preprocess_step_result, value)
+            else:  # the score comes before any prompt: a code scorer up to its reason
+                return None
+        return None
 
     async def _run_prompt_step(
         self,
@@ -367,6 +430,17 @@ class Scorer:
         return ScorerRunError(failed_step=name, completed_steps=tuple(completed), result=snapshot, cause=cause)
 
 
+@dataclass(frozen=True, slots=True)
+class PromptPreview:
+    """What ``Scorer.first_prompt`` shows: the step, the judge's system instructions and the prompt, or why
+    the run is not scorable before any judge call."""
+
+    step: StepName
+    instructions: str | None
+    prompt: str | None
+    not_scorable: str | None = None
+
+
 class _FailureWithJudge(Exception):
     def __init__(self, cause: BaseException, judge_results: ScorerJudgeResults) -> None:
         super().__init__(str(cause))
@@ -380,6 +454,12 @@ def _as_score(value: Any) -> float:
     if not math.isfinite(value):
         raise ValueError(f"generate_score must return a finite number, got {value}")
     return float(value)
+
+
+def _as_label(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"a score's label must be a non-empty string, got {value!r}")
+    return value
 
 
 def _as_reason(value: Any) -> str | None:

@@ -14,6 +14,7 @@ from sidecar.scoring.judge.model import Judge
 __all__ = [
     "FunctionStep",
     "GeneratedScore",
+    "LabelledScore",
     "NotScorable",
     "PromptStep",
     "ScorerRun",
@@ -34,6 +35,10 @@ class ScorerRun:
     run_id: str
     ground_truth: Any = None
     request_context: Mapping[str, Any] | None = None
+    # Attributes of the scored span and of its resource that the run carries (only those a scorer asked
+    # for: a judge written in YAML names them in its template), by key.
+    span_attributes: Mapping[str, Any] | None = None
+    resource_attributes: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,15 @@ class NotScorable:
 
 def not_scorable(reason: str) -> NotScorable:
     return NotScorable(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledScore:
+    """What a generate_score function may return instead of a bare number: the score and its label (a
+    category the judge chose, "pass"/"fail"), which the result carries as ``label``."""
+
+    score: float
+    label: str
 
 
 StepFunction = Callable[[StepContext], Any | Awaitable[Any]]

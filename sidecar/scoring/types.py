@@ -191,6 +191,9 @@ class ScorerRunResult(_Record):
 
     run_id: str
     score: float | None = None
+    # A name for the score (a category, "pass"/"fail") when the scorer gives one (``LabelledScore``):
+    # destinations with a label field carry it; most scorers return a bare number.
+    label: str | None = None
     reason: str | None = None
     preprocess_step_result: JsonValue = None
     analyze_step_result: JsonValue = None

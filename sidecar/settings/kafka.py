@@ -166,7 +166,12 @@ class KafkaSettings(_Frozen):
         return {"client_id": self.client_id, **self.security.client_options()}
 
     def ingest_config(
-        self, topic: str, selection: Selection | None = None, *, resource_attributes: Iterable[str] = ()
+        self,
+        topic: str,
+        selection: Selection | None = None,
+        *,
+        resource_attributes: Iterable[str] = (),
+        span_attributes: Iterable[str] = (),
     ) -> IngestConfig:
         return IngestConfig(
             topic=topic,
@@ -175,4 +180,5 @@ class KafkaSettings(_Frozen):
             max_record_bytes=self.max_record_bytes,
             selection=selection if selection is not None else Selection(),
             resource_attributes=frozenset(resource_attributes),
+            span_attributes=frozenset(span_attributes),
         )

@@ -114,11 +114,7 @@ class Settings(EvalSettings):
     def _live(self) -> Settings:
         problems: list[InitErrorDetails] = []
         for i, scorer in enumerate(self.scorers):
-            kind = scorer.prebuilt
-            if kind is not None and kind.eval_only is not None:
-                problems.append(
-                    _problem(("scorers", i, "kind"), f"kind {kind.name!r} scores eval datasets only: {kind.eval_only}")
-                )
+            problems.extend(scorer.live_problems(("scorers", i)))
         view = SettingsView(
             scorer_ids=tuple(scorer.id for scorer in self.scorers),
             input_topics=tuple(self.kafka.topics),

@@ -143,6 +143,17 @@ class ScorerSettings(_Frozen):
     def python_factory(self) -> tuple[str, str] | None:
         return parse_python_kind(self.kind)
 
+    def live_problems(self, at: tuple[str | int, ...]) -> list[InitErrorDetails]:
+        """Why this scorer cannot score live traffic at its scope (its kind scores eval datasets only, its options
+        read what a live run there does not carry), each at its key under ``at`` (its place in the file)."""
+        kind = self.prebuilt
+        if kind is None:
+            return []
+        return [
+            _problem((*at, "options", *loc) if loc else (*at, "kind"), message)
+            for loc, message in kind.live_problems(self.options, self.targets.scope)
+        ]
+
     @property
     def needs_judge(self) -> bool:
         kind = self.prebuilt

@@ -1,0 +1,195 @@
+"""Where ``preview`` takes its runs: the newest records of the configured topic (read without a consumer group:
+nothing joined, nothing committed), a file of OTLP records, or an ``eval`` dataset. Records become runs as the
+service would make them for the scorer under preview: its targets, its scope, the attributes it reads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
+from sidecar.core import ScorerRunRequest
+from sidecar.eval.dataset import load_dataset
+from sidecar.ingest.decode import TraceDecodeError, decode_traces
+from sidecar.ingest.pipeline import IngestConfig, process_record
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.scorers.context import REQUEST_CONTEXT_KEY
+from sidecar.settings import EvalSettings
+
+__all__ = ["PreviewRun", "PreviewSourceError", "RecordsRead", "runs_from_dataset", "runs_from_file", "runs_from_topic"]
+
+# Records read per partition for N runs: agent runs are a share of a topic's records (one trace may span
+# several records), so a window of a few times N, bounded.
+_RECORDS_PER_RUN = 3
+_MIN_WINDOW = 20
+_MAX_WINDOW = 2000
+_READ_DEADLINE_S = 20.0
+
+
+class PreviewSourceError(ValueError):
+    """A source that cannot be read (a missing file, a broker that does not answer): exit status 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewRun:
+    request: ScorerRunRequest
+    request_context: Mapping[str, Any] | None = None
+    ground_truth: Any = None
+    where: str = ""  # where it came from: topic/partition@offset, file:line, dataset item
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsRead:
+    runs: tuple[PreviewRun, ...]
+    records: int  # records (or dataset items) read
+    undecodable: int = 0
+
+
+def _ingest(settings: EvalSettings, configured: ConfiguredScorer, keep_resource: Iterable[str]) -> IngestConfig:
+    # Every selected span: preview shows runs; sampling only decides which of them the service would score.
+    selection = configured.selection.model_copy(update={"sample_rate": 1.0})
+    kafka = settings.kafka
+    base = kafka.ingest_config(kafka.topics[0], selection) if kafka is not None else IngestConfig(selection=selection)
+    return base.model_copy(
+        update={
+            "resource_attributes": frozenset(keep_resource),
+            "span_attributes": configured.facts.span_attributes,
+        }
+    )
+
+
+def _runs_of_records(
+    records: list[tuple[bytes, str]], config: IngestConfig, configured: ConfiguredScorer, n: int
+) -> RecordsRead:
+    """The newest ``n`` runs the scorer would score in ``records`` (value, where it came from)."""
+    found: list[PreviewRun] = []
+    undecodable = 0
+    if configured.scope == "span":
+        for value, where in records:
+            processed = process_record(value, config)
+            if any(letter.reason.value == "decode_error" for letter in processed.dead_letters):
+                undecodable += 1
+            found.extend(PreviewRun(run, _context_of(run), where=where) for run in processed.runs)
+    else:
+        spans: dict[bytes, list[TraceSpan]] = {}
+        origin: dict[bytes, str] = {}
+        for value, where in records:
+            try:
+                traces = decode_traces(value, config.encoding)
+            except TraceDecodeError:
+                undecodable += 1
+                continue
+            for trace_id, trace in group_by_trace(traces, resource_attributes=config.resource_attributes).items():
+                spans.setdefault(trace_id, []).extend(trace)
+                origin[trace_id] = where
+        for trace_id, trace in spans.items():
+            result = trace_runs(
+                trace, config.selection, ready_reason="root_idle", span_attributes=config.span_attributes
+            )
+            found.extend(PreviewRun(run, _context_of(run), where=origin[trace_id]) for run in result.runs)
+    found.sort(key=lambda run: run.request.target.end_time_unix_nano)
+    return RecordsRead(tuple(found[-n:]), len(records), undecodable)
+
+
+def _context_of(request: ScorerRunRequest) -> Mapping[str, Any] | None:
+    # As the service hands a whole-trace run's retrieved documents to scorers.
+    return {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
+
+
+async def runs_from_topic(
+    settings: EvalSettings, configured: ConfiguredScorer, n: int, keep_resource: Iterable[str]
+) -> RecordsRead:
+    """The newest runs on the configured topics: each partition assigned and read from a little before its end,
+    with no consumer group (``group_id=None``, auto-commit off), so no group is joined and no offset committed."""
+    kafka = settings.kafka
+    if kafka is None:
+        raise PreviewSourceError("--from-topic needs a kafka section in the configuration (or use --file, --dataset)")
+    config = _ingest(settings, configured, keep_resource)
+    window = min(_MAX_WINDOW, max(_MIN_WINDOW, _RECORDS_PER_RUN * n))
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.bootstrap_servers_str,
+        group_id=None,
+        enable_auto_commit=False,
+        client_id=f"{kafka.client_id}-preview",
+        **kafka.security.client_options(),
+    )
+    try:
+        await asyncio.wait_for(consumer.start(), kafka.startup_timeout_s)
+    except Exception as exc:  # refused, unknown host, timeout: one line, not a traceback
+        await consumer.stop()
+        raise PreviewSourceError(
+            f"cannot reach the Kafka broker at {kafka.bootstrap_servers_str}: {type(exc).__name__}: {exc}"
+        ) from None
+    try:
+        records = await _read_tails(consumer, kafka.topics, window)
+    finally:
+        await consumer.stop()
+    return _runs_of_records(records, config, configured, n)
+
+
+async def _read_tails(consumer: AIOKafkaConsumer, topics: Iterable[str], window: int) -> list[tuple[bytes, str]]:
+    await consumer.topics()  # the cluster's metadata, so that every partition of the topics is known
+    partitions = [
+        TopicPartition(topic, partition)
+        for topic in topics
+        for partition in sorted(consumer.partitions_for_topic(topic) or ())
+    ]
+    if not partitions:
+        raise PreviewSourceError(f"no such topic on the broker: {', '.join(topics)}")
+    consumer.assign(partitions)
+    # Where each partition's tail starts. A broker may report an end below the last record (Tansu reports the
+    # last batch's first offset): the tail then starts earlier, and reading stops at the high watermark its
+    # fetches report, not at that end.
+    ends = await consumer.end_offsets(partitions)
+    starts = await consumer.beginning_offsets(partitions)
+    for tp in partitions:
+        consumer.seek(tp, max(starts[tp], ends[tp] - window))
+    waiting = set(partitions)
+    records: list[tuple[bytes, str]] = []
+    deadline = time.monotonic() + _READ_DEADLINE_S
+    while waiting and time.monotonic() < deadline:
+        batches = await consumer.getmany(*waiting, timeout_ms=500)
+        for tp, batch in batches.items():
+            records.extend((r.value, f"{tp.topic}/{tp.partition}@{r.offset}") for r in batch if r.value is not None)
+        for tp in list(waiting):
+            highwater = consumer.highwater(tp)
+            if highwater is not None and await consumer.position(tp) >= highwater:
+                waiting.discard(tp)
+    return records
+
+
+def runs_from_file(
+    path: Path, settings: EvalSettings, configured: ConfiguredScorer, n: int, keep_resource: Iterable[str]
+) -> RecordsRead:
+    """Runs from a file of OTLP records: JSON lines (one OTLP/JSON export per line, as the Collector's file
+    exporter writes them), else one OTLP protobuf export."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PreviewSourceError(f"cannot read {path}: {exc.strerror}") from None
+    config = _ingest(settings, configured, keep_resource)
+    if data.lstrip()[:1] == b"{":
+        records = [(line, f"{path}:{number}") for number, line in enumerate(data.splitlines(), 1) if line.strip()]
+        return _runs_of_records(records, config.model_copy(update={"encoding": "otlp_json"}), configured, n)
+    return _runs_of_records([(data, str(path))], config.model_copy(update={"encoding": "otlp_proto"}), configured, n)
+
+
+def runs_from_dataset(path: Path, n: int) -> RecordsRead:
+    """The first ``n`` items of an ``eval`` dataset, as ``eval`` scores them."""
+    items = load_dataset(path)
+    runs = tuple(
+        PreviewRun(
+            ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output()),
+            item.run_request_context(),
+            item.ground_truth,
+            where=f"{path}:{item.line}" + (f" ({item.id})" if item.id else ""),
+        )
+        for item in items[:n]
+    )
+    return RecordsRead(runs, len(items))
