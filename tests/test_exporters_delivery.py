@@ -472,7 +472,7 @@ def test_every_declared_exporter_has_its_settings_field_and_its_block_model() ->
         "kafka_scores",
         "otlp",
         "phoenix",
-        "langfuse",  # issue 26
+        "langfuse",
         "datadog",
     ]
     fields = ExportersSettings.model_fields
@@ -481,7 +481,7 @@ def test_every_declared_exporter_has_its_settings_field_and_its_block_model() ->
         assert fields[name].annotation is kind.settings
         assert isinstance(ExportersSettings().block(name), kind.settings)
     assert kinds["phoenix"].drop_reasons == ("rejected", "span_not_found")
-    # One rule for what a destination rejects for good (issue 26): OTLP drops (and sets aside) it too.
+    # One rule for what a destination rejects for good: OTLP drops (and sets aside) it too.
     assert kinds["kafka_scores"].drop_reasons == ("rejected",) and kinds["otlp"].drop_reasons == ("rejected",)
 
 

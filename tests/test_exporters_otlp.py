@@ -415,9 +415,9 @@ async def test_flush_is_false_while_the_receiver_fails_and_the_spans_go_out_once
 
 async def test_flush_fails_for_non_retryable_errors_too(otlp_receiver: OtlpReceiver, make_sink: SinkFactory) -> None:
     """A receiver that answers a permanent error (HTTP 400, gRPC INVALID_ARGUMENT) for the batch: the one rule
-    of every sink (issue 26, docs/delivery.md) replaces the old hold, which stalled commits forever: the flush
+    of every sink (docs/delivery.md) replaces the old hold, which stalled commits forever: the flush
     that sees it fails, the span is dropped, counted and set aside as OTLP/JSON, and the next flush confirms.
-    (Before issue 26 the span was kept and sent again until the receiver took it: ``spans_of == 1`` below.)"""
+    (Under the old hold the span was kept and sent again until the receiver took it: ``spans_of == 1`` below.)"""
     import grpc  # type: ignore[import-untyped]
 
     letters: list[tuple[DeadLetter, str, str]] = []

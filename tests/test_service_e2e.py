@@ -333,7 +333,7 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
         scorers=[{"id": "similarity", "kind": "content-similarity"}],
     )
     sidecar.config["exporters"]["otlp"]["timeout_s"] = 1
-    # Down (a 503 that lasts): a 400 is no outage since issue 26's one rule (dropped and set aside, commits go on:
+    # Down (a 503 that lasts): a 400 is no outage under the one rule for refusals (dropped and set aside, commits go on:
     # tests/test_backends_e2e.py), so the outage is what a receiver that is down answers.
     otlp_receiver.fail(http_status=503)
     sidecar.start()
