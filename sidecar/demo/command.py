@@ -33,6 +33,7 @@ __all__ = [
     "run_demo",
     "run_serve",
     "serve_config_yaml",
+    "stand_in_judge_config",
     "wants_real_judge",
 ]
 
@@ -227,20 +228,22 @@ async def _report(
         print(text + "\n", file=out, flush=True)
 
 
+def stand_in_judge_config(url: str) -> dict[str, Any]:
+    """The ``judges.<name>`` block of a judge pointing at the stand-in judge server at ``url``."""
+    return {
+        "model": STAND_IN_MODEL,
+        "api_base": url,
+        "api_key": "stand-in",
+        "transport": "http",
+        "timeout_s": 10,
+        "max_retries": 1,
+        "max_concurrency": 32,
+    }
+
+
 def _judge_config(options: DemoOptions, stand_in_url: str | None) -> tuple[dict[str, Any], str]:
     if stand_in_url is not None:
-        return (
-            {
-                "model": STAND_IN_MODEL,
-                "api_base": stand_in_url,
-                "api_key": "stand-in",
-                "transport": "http",
-                "timeout_s": 10,
-                "max_retries": 1,
-                "max_concurrency": 32,
-            },
-            STAND_IN_MODEL,
-        )
+        return stand_in_judge_config(stand_in_url), STAND_IN_MODEL
     model = options.judge_model or DEFAULT_REAL_JUDGE
     judge: dict[str, Any] = {
         "model": model,

@@ -121,7 +121,7 @@ async def run_eval(
 
 
 def stand_in_settings(settings: EvalSettings, url: str) -> EvalSettings:
-    """Every judge pointed at the local stand-in judge server (keyword heuristic, not a language model)."""
+    """Every judge pointed at the local stand-in judge server (word rules, not a language model)."""
     from sidecar.embedded.heuristic_judge import STAND_IN_MODEL
 
     judges = {
@@ -218,7 +218,7 @@ def main(
             print(f"eval: {line}", file=err)
         print(
             "eval: set the key, or add --stand-in-judge to score with the local stand-in judge "
-            "(a keyword heuristic, not a language model) and see the pipeline work",
+            "(word rules, not a language model) and see the pipeline work",
             file=err,
         )
         return 2
