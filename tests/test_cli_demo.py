@@ -271,3 +271,23 @@ async def test_sigint_stops_the_demo_cleanly(monkeypatch: pytest.MonkeyPatch) ->
     text = out.getvalue()
     assert "stopping: producer, then the service" in text and "── final summary" in text
     assert "not a language model" in text
+
+
+def test_the_summary_says_which_scorers_read_lower_as_better() -> None:
+    """Toxicity at 0.00 is the good news: the table says lower is better for it, not for the others."""
+    from sidecar.demo.command import demo_settings, stand_in_judge_config
+    from sidecar.demo.summary import lower_is_better
+
+    settings = demo_settings(
+        bootstrap="127.0.0.1:9", judge=stand_in_judge_config("http://127.0.0.1:9/v1"), metrics_host="h", metrics_port=0
+    )
+    assert lower_is_better(settings) == {"toxicity"}
+    summary = DemoSummary(lower_is_better=lower_is_better(settings))
+    events = Observers([summary])
+    events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.9))
+    before = render_summary(summary, elapsed_s=1, produced=1, judge_label="j", stand_in=True)
+    assert "lower is better" not in before  # no toxicity row yet: nothing to mark
+    events.run_finished(scored_run("toxicity", "support-bot", "scored", 0.0))
+    text = render_summary(summary, elapsed_s=2, produced=2, judge_label="j", stand_in=True)
+    assert "lower is better for toxicity; higher for the others" in text, text
+    assert re.search(r"support-bot\s+toxicity\s+1\s+0\s+0\s+0\s+0.00$", text, re.MULTILINE), text

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from sidecar.demo.summary import DemoSummary, render_summary
+from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
@@ -285,6 +285,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             otlp_endpoint=options.otlp_endpoint,
             otlp_protocol=options.otlp_protocol,
         )
+        summary.lower_is_better = lower_is_better(settings)
         agents = ", ".join(f"{a.name} ({a.convention})" for a in AGENTS)
         print(
             f"broker {broker.bootstrap_servers}; traffic: {options.rate:g} traces/s from {agents}, "
