@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
         "services, no API key).",
         epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached); 2 an invalid "
         "configuration, dataset or option (run: also a metrics port that cannot be bound); 3 run: the stop "
-        "overran runtime.shutdown_timeout_s; 4 run: the Kafka broker unreachable for kafka.startup_timeout_s.",
+        "overran runtime.shutdown_timeout_s; eval: runs failed (--allow-failures: 0); 4 run: the Kafka broker "
+        "unreachable for kafka.startup_timeout_s.",
     )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -83,10 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate = commands.add_parser(
         "eval",
-        help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached",
+        help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached, 3 when runs "
+        "failed",
         description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context) with "
-        "the scorers of the configuration file, print a summary table, and exit 1 when a scorer's average "
-        "(normalised by its scale) falls outside its threshold. Exit 2: invalid configuration, dataset or thresholds.",
+        "the scorers of the configuration file and print a summary table. Exit 0: every run scored (or not "
+        "scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside its "
+        "threshold; 2: invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge "
+        "refused, timed out or answered out of shape), so the averages leave items out (--allow-failures: 0).",
     )
     evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file")
     evaluate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration (kafka optional)")
@@ -102,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
         "--thresholds", metavar="FILE", help="YAML: scorer id -> MIN or {min, max} (--threshold overrides)"
     )
     evaluate.add_argument("--concurrency", type=int, default=8, help="scorer runs in flight (default 8)")
+    evaluate.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 although runs failed (thresholds still apply to the runs that scored)",
+    )
     evaluate.add_argument(
         "--stand-in-judge",
         action="store_true",
@@ -389,7 +398,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    """Offline evaluation. 0: every threshold holds; 1: a threshold breached; 2: invalid input."""
+    """Offline evaluation. 0: every run scored and every threshold holds; 1: a threshold breached; 2: invalid
+    input; 3: runs failed (0 with --allow-failures)."""
     import logging
     from pathlib import Path
 
@@ -407,6 +417,7 @@ def _eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         stand_in=args.stand_in_judge,
         progress=args.progress,
+        allow_failures=args.allow_failures,
     )
 
 

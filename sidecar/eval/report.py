@@ -16,7 +16,23 @@ from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
 
-__all__ = ["EvalReport", "EvalTally", "ItemResult", "Progress", "ScorerTally", "render_report", "write_results"]
+__all__ = [
+    "EXIT_BREACHED",
+    "EXIT_OK",
+    "EXIT_RUNS_FAILED",
+    "EvalReport",
+    "EvalTally",
+    "ItemResult",
+    "Progress",
+    "ScorerTally",
+    "render_report",
+    "write_results",
+]
+
+# eval's exit statuses (2, an invalid configuration, dataset or option, is decided before anything is scored).
+EXIT_OK = 0  # every run scored (or not scorable) and every threshold holds
+EXIT_BREACHED = 1  # a threshold breached
+EXIT_RUNS_FAILED = 3  # thresholds hold (or none given) but runs failed: the averages leave those items out
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,18 @@ class EvalReport:
         ]
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.breaches() else 0
+    def failed(self) -> int:
+        return sum(tally.failed for tally in self.tallies.values())
+
+    @property
+    def runs(self) -> int:
+        return len(self.results)
+
+    def exit_status(self, *, allow_failures: bool = False) -> int:
+        """1 when a threshold is breached; else 3 when runs failed (0 with ``allow_failures``); else 0."""
+        if self.breaches():
+            return EXIT_BREACHED
+        return EXIT_RUNS_FAILED if self.failed and not allow_failures else EXIT_OK
 
 
 def write_results(report: EvalReport, out: TextIO) -> int:
@@ -113,7 +139,7 @@ def write_results(report: EvalReport, out: TextIO) -> int:
     return len(report.results)
 
 
-def render_report(report: EvalReport) -> str:
+def render_report(report: EvalReport, *, allow_failures: bool = False) -> str:
     lines = [
         f"{report.items} items x {len(report.tallies)} scorers in {report.elapsed_s:.1f}s"
         + (f" (judges: {', '.join(report.judge_labels)})" if report.judge_labels else ""),
@@ -140,7 +166,7 @@ def render_report(report: EvalReport) -> str:
         total_out += tally.output_tokens
         total_cost += tally.cost_usd
     lines.append(f"judge tokens {total_in} in / {total_out} out, estimated cost ${total_cost:.4f}")
-    failed = sum(tally.failed for tally in report.tallies.values())
+    failed = report.failed
     if failed:
         lines.append(
             f"{failed} runs failed"
@@ -149,6 +175,13 @@ def render_report(report: EvalReport) -> str:
     lines.extend(f"  {note}" for note in report.judge_notes)
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
+    if failed:
+        runs = f"{failed} of {report.runs} runs" if report.runs else f"{failed} runs"
+        lines.append(
+            f"RUNS FAILED: {runs} (accepted: --allow-failures)"
+            if allow_failures
+            else f"RUNS FAILED: {runs} have no score (the averages leave them out); --allow-failures accepts them"
+        )
     return "\n".join(lines)
 
 
