@@ -233,6 +233,10 @@ def _validate(args: argparse.Namespace) -> int:
         print(estimate)
     for problem in judges_without_key(settings):  # in this environment: where it runs, the key may be set
         print(f"  warning: {problem} (in this environment)", file=sys.stderr)
+    from sidecar.app.config_warnings import rubrics_without_criteria
+
+    for problem in rubrics_without_criteria(settings):
+        print(f"  warning: {problem}", file=sys.stderr)
     if settings.kafka is None:
         return 0
     if settings.runtime.workers > 1 and isinstance(settings, Settings):
