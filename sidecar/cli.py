@@ -206,13 +206,11 @@ def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sidecar.app.scorer_factory import build_scorers
-    from sidecar.settings import Settings, SettingsError, load_eval_settings, load_settings
+    from sidecar.settings import Settings, SettingsError, load_settings_as_written
 
     path = Path(args.config)
     try:
-        settings: EvalSettings = load_eval_settings(path)
-        if settings.kafka is not None:
-            settings = load_settings(path)  # the live service's checks too
+        settings = load_settings_as_written(path)  # with a kafka block, the live service's checks too
         scorers = build_scorers(settings)
     except SettingsError as exc:
         return _invalid(args.config, exc)
