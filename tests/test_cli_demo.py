@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -291,3 +292,63 @@ def test_the_summary_says_which_scorers_read_lower_as_better() -> None:
     text = render_summary(summary, elapsed_s=2, produced=2, judge_label="j", stand_in=True)
     assert "lower is better for toxicity; higher for the others" in text, text
     assert re.search(r"support-bot\s+toxicity\s+1\s+0\s+0\s+0\s+0.00$", text, re.MULTILINE), text
+
+
+def test_a_taken_metrics_port_names_the_demos_own_flag_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo has no configuration file: the advice is `demo --metrics-port`, and no URL was printed first."""
+    import socket
+
+    from sidecar.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        assert main(["demo", "--duration", "5", "--metrics-port", str(port)]) == 2
+    assert time.monotonic() - started < 5  # before the broker starts
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == (
+        f"demo: cannot serve /metrics on 127.0.0.1:{port}: the port is taken (is another demo or sidecar running?): "
+        "pass demo --metrics-port N (0: a free port)"
+    ), captured.err
+    assert "exporters.prometheus" not in captured.err and "run --metrics-port" not in captured.err
+    assert "metrics: http" not in captured.out and "Traceback" not in captured.err
+
+
+class _AnswersWhenPrinted(io.StringIO):
+    """Output that fetches the metrics URL (once, no retry) the moment the demo prints it: connection refused
+    if nothing listens there yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[tuple[str, int | str]] = []
+        self.threads: list[threading.Thread] = []
+
+    def _fetch(self, url: str) -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                self.fetched.append((url, response.status))
+        except OSError as exc:
+            self.fetched.append((url, repr(exc)))
+
+    def write(self, text: str) -> int:
+        match = re.search(r"^metrics: (http://\S+/metrics)", text, re.MULTILINE)
+        if match:  # the demo's loop serves the URL: fetch from a thread, not from inside its write
+            self.threads.append(threading.Thread(target=self._fetch, args=(match[1],)))
+            self.threads[-1].start()
+        return super().write(text)
+
+
+async def test_the_metrics_url_is_printed_once_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(name)
+    out = _AnswersWhenPrinted()
+    options = DemoOptions(metrics_port=0, duration_s=2, interval_s=60, rate=5, max_records=5)
+    assert await run_demo(options, out=out) == 0
+    for thread in out.threads:
+        thread.join(10)
+    assert len(out.fetched) == 1 and out.fetched[0][1] == 200, (out.fetched, out.getvalue())
+    assert out.getvalue().index("scorers:") < out.getvalue().index("metrics: http")

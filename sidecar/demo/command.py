@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_serving
 from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
@@ -263,10 +263,17 @@ def wants_real_judge(options: DemoOptions, environ: Iterable[str] | None = None)
 
 
 async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
-    """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop."""
+    """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop, 2 when the metrics port
+    cannot be served, 1 when the service failed."""
     from sidecar.app.serve import run_service
+    from sidecar.runtime.startup import StartupFailure
 
     out = out or sys.stdout
+    if options.metrics_port:
+        problem = port_problem(options.metrics_host, options.metrics_port)
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
     started = time.monotonic()
     stop_all = asyncio.Event()
     stand_in = not wants_real_judge(options)
@@ -292,12 +299,11 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             f"at most {options.max_records} traces",
             file=out,
         )
-        print(f"metrics: http://{options.metrics_host}:{port}/metrics", file=out)
         if options.otlp_endpoint:
             print(f"OTLP export: {options.otlp_endpoint} ({options.otlp_protocol})", file=out)
         ending = f"stops after {options.duration_s:g}s or on Ctrl-C" if options.duration_s else "Ctrl-C stops"
         print(
-            f"scorers: {', '.join(DEMO_SCORERS)} (judge); tool-call-accuracy, completeness (code); {ending}\n",
+            f"scorers: {', '.join(DEMO_SCORERS)} (judge); tool-call-accuracy, completeness (code); {ending}",
             file=out,
             flush=True,
         )
@@ -306,6 +312,9 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         stop_producer = asyncio.Event()
         service = asyncio.create_task(run_service(settings, stop_service, observers=[summary]), name="service")
         producer = _start_traffic(options, broker.bootstrap_servers, stop_producer, counter, out)
+        base = f"http://{_connectable(options.metrics_host)}:{port}"
+        if await wait_until_serving(f"{base}/healthz", service):
+            print(f"metrics: {base}/metrics\n", file=out, flush=True)
         reporter = asyncio.create_task(
             _report(
                 summary,
@@ -335,11 +344,14 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         stop_service.set()
         try:
             await service
+        except StartupFailure as exc:
+            if isinstance(exc.__cause__, OSError):  # the port was taken between the check and the service's bind
+                print(taken_port_line(options.metrics_host, port, exc.__cause__), file=sys.stderr)
+                return 2
+            print(f"demo: the service failed: {exc}", file=sys.stderr)
+            return 1
         except Exception as exc:
-            hint = ""
-            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
-                hint = f" (is another demo or sidecar on port {port}? --metrics-port 0 picks a free one)"
-            print(f"demo: the service failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+            print(f"demo: the service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
         finally:
             reporter.cancel()
@@ -360,6 +372,15 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         if stand_in:
             print("(scores above come from the stand-in heuristic judge, not a language model)", file=out)
         return 0
+
+
+def _connectable(host: str) -> str:
+    """Where to reach a server bound to ``host`` from this machine (a wildcard address is not one)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 def _start_traffic(
