@@ -216,7 +216,9 @@ def _validate(args: argparse.Namespace) -> int:
         return _invalid(args.config, exc)
     ids = ", ".join(s.id for s in settings.scorers)
     judges = ", ".join(settings.judges) or "none"
-    counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
+    from sidecar.core.wording import counted
+
+    counts = f"{counted(len(settings.scorers), 'scorer')} ({ids}), {counted(len(settings.judges), 'judge')} ({judges})"
     if args.traffic is not None:
         estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens)
         if estimate is None:

@@ -108,3 +108,25 @@ def test_rules_across_blocks_are_all_reported_when_one_of_them_fails(
     assert main(["validate", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "duplicate scorer id" in err and "eval datasets only" not in err and "must differ" not in err, err
+
+
+def test_a_percentage_for_sampling_is_explained_as_a_fraction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "four.yaml"
+    path.write_text(FOUR_PROBLEMS)
+    assert main(["validate", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "scorers[0].sampling (line 10): a fraction from 0 to 1 of the traces to score: 0.25 scores a quarter of "
+        "them (not 25%)"
+    ) in err, err
+    assert "unable to parse" not in err
+
+
+def test_counts_read_in_the_singular_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "one.yaml"
+    path.write_text(EVAL_RUBRIC.format(options="    options: {criteria: 'Gives numbered steps'}\n"))
+    assert main(["validate", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("config OK for eval: 1 scorer (checklist), 1 judge (default); "), out

@@ -16,7 +16,7 @@ import yaml
 
 from sidecar.cli import main
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold
+from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold, render_report
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,3 +331,14 @@ def test_the_all_kinds_example_scores_every_kind_it_lists(capsys: pytest.Capture
     assert set(rows) == ids
     for scorer, row in rows.items():
         assert row[2:5] == [str(items), "0", "0"], (scorer, row)  # every item scored, none failed
+
+
+def test_the_report_counts_in_the_singular_for_one() -> None:
+    from sidecar.eval import EvalReport, ScorerTally
+
+    tally = ScorerTally("alignment", failed=1)
+    report = EvalReport(tallies={"alignment": tally}, results=[], thresholds={}, elapsed_s=0.1, items=1)
+    text = render_report(report)
+    assert text.startswith("1 item x 1 scorer in 0.1s"), text
+    assert "\n1 run failed (the judges answered every call" in text, text
+    assert "RUNS FAILED: 1 run has no score" in text, text

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver
+from sidecar.core.wording import counted
 from sidecar.eval.dataset import EvalItem
 from sidecar.eval.thresholds import Threshold
 from sidecar.scoring.judge.model import JudgeModel
@@ -141,7 +142,7 @@ def write_results(report: EvalReport, out: TextIO) -> int:
 
 def render_report(report: EvalReport, *, allow_failures: bool = False) -> str:
     lines = [
-        f"{report.items} items x {len(report.tallies)} scorers in {report.elapsed_s:.1f}s"
+        f"{counted(report.items, 'item')} x {counted(len(report.tallies), 'scorer')} in {report.elapsed_s:.1f}s"
         + (f" (judges: {', '.join(report.judge_labels)})" if report.judge_labels else ""),
         f"{'scorer':<22} {'avg':>6} {'scored':>6} {'failed':>6} {'not scorable':>12} {'tokens in':>10} "
         f"{'tokens out':>10} {'est. cost':>10}  threshold",
@@ -169,18 +170,19 @@ def render_report(report: EvalReport, *, allow_failures: bool = False) -> str:
     failed = report.failed
     if failed:
         lines.append(
-            f"{failed} runs failed"
+            f"{counted(failed, 'run')} failed"
             + (":" if report.judge_notes else " (the judges answered every call: see each result's error, --output)")
         )
     lines.extend(f"  {note}" for note in report.judge_notes)
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
     if failed:
-        runs = f"{failed} of {report.runs} runs" if report.runs else f"{failed} runs"
+        runs = f"{failed} of {counted(report.runs, 'run')}" if report.runs else counted(failed, "run")
         lines.append(
             f"RUNS FAILED: {runs} (accepted: --allow-failures)"
             if allow_failures
-            else f"RUNS FAILED: {runs} have no score (the averages leave them out); --allow-failures accepts them"
+            else f"RUNS FAILED: {runs} {'has' if failed == 1 else 'have'} no score (the averages leave them out); "
+            "--allow-failures accepts them"
         )
     return "\n".join(lines)
 
