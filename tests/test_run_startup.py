@@ -165,8 +165,7 @@ async def test_a_broker_started_late_is_joined_and_everything_is_scored(tmp_path
             await produce_traces(broker.bootstrap_servers, "spans", traces)
             await sidecar.wait_ready(timeout_s=60)
             scores = await read_topic(broker.bootstrap_servers, "scores", expect=len(traces), timeout_s=60)
-            await asyncio.sleep(1.5)  # one more intake line
-            assert sidecar.terminate() == 0
+            assert sidecar.terminate() == 0  # the stop logs the last period's intake: no tick to wait for
     finally:
         sidecar.kill()
     values = score_values(scores)
@@ -180,7 +179,7 @@ async def test_a_broker_started_late_is_joined_and_everything_is_scored(tmp_path
         f"joined consumer group startup on topics spans: 2 partitions assigned (spans-0, spans-1); "
         f"metrics on {sidecar.metrics_url}/metrics"
     )
-    intake = lines(sidecar, "INFO sidecar.app.intake_log intake in the last 1 s: ")
+    intake = lines(sidecar, "INFO sidecar.app.intake_log intake in the last ")
     assert intake, log
     scored = [re.search(r"similarity scored (\d+)", line) for line in intake]
     assert sum(int(match.group(1)) for match in scored if match) == len(traces)
