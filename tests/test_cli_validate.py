@@ -130,3 +130,35 @@ def test_counts_read_in_the_singular_for_one(tmp_path: Path, capsys: pytest.Capt
     assert main(["validate", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("config OK for eval: 1 scorer (checklist), 1 judge (default); "), out
+
+
+SASL = """\
+kafka:
+  bootstrap_servers: localhost:9092
+  security:
+    security_protocol: SASL_SSL
+    sasl_mechanism: SCRAM-SHA-512
+    sasl_username: ${KAFKA_SASL_USERNAME:-scorer}
+    sasl_password: ${KAFKA_SASL_PASSWORD:-}
+scorers:
+  - {id: c, kind: completeness}
+"""
+
+
+def test_a_key_left_empty_by_an_unset_variable_names_the_variable() -> None:
+    from sidecar.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError) as caught:
+        load_settings(SASL, environ={})
+    (problem,) = caught.value.problems
+    assert str(problem) == (
+        "kafka.security.sasl_password (line 7): required with security_protocol SASL_SSL "
+        "(written ${KAFKA_SASL_PASSWORD:-}: KAFKA_SASL_PASSWORD is unset or empty)"
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings(SASL, environ={"KAFKA_SASL_PASSWORD": ""})  # set but empty: the same
+    assert "KAFKA_SASL_PASSWORD is unset or empty" in str(caught.value)
+    secret = "s3cret-password"
+    settings = load_settings(SASL, environ={"KAFKA_SASL_PASSWORD": secret})
+    assert settings.kafka.security.sasl_password is not None
+    assert settings.kafka.security.sasl_password.get_secret_value() == secret

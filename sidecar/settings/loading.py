@@ -66,6 +66,9 @@ class _Document:
     def __init__(self, text: str, environ: Mapping[str, str] | None) -> None:
         self.lines: dict[Loc, int] = {}
         self.problems: list[SettingsProblem] = []
+        # Values that expanded to nothing (``${KAFKA_SASL_PASSWORD:-}`` with the variable unset): path -> the
+        # value as written, so that a problem with that key can name the variable behind it.
+        self.empty_expansions: dict[str, str] = {}
         self._environ = environ
         self._loader = yaml.SafeLoader(text)
         try:
@@ -105,10 +108,14 @@ class _Document:
             return items
         value = self._loader.construct_object(node, deep=True)
         if isinstance(value, str) and "$" in value:
+            written = value
             try:
                 value = expand_env(value, self._environ)
             except _EnvError as exc:
                 self.problems.append(SettingsProblem(_path(loc), node.start_mark.line + 1, str(exc)))
+            else:
+                if not value.strip() and _ENV_REF.search(written):
+                    self.empty_expansions[_path(loc)] = written
         return value
 
     def line_of(self, loc: Loc) -> int | None:
@@ -117,6 +124,20 @@ class _Document:
             if line is not None:
                 return line
         return None
+
+
+def _naming_empty_variables(problem: SettingsProblem, empty: Mapping[str, str]) -> SettingsProblem:
+    """``problem``, saying which variable left its key empty (a ``required`` message alone does not say that
+    the key is written, as ``${VAR:-}``, and its variable unset)."""
+    written = empty.get(problem.path)
+    if written is None:
+        return problem
+    names = [ref["name"] for m in _ENV_REF.finditer(written) if m.group(1) and (ref := _ENV_NAME.match(m.group(1)))]
+    unset = " and ".join(dict.fromkeys(names))
+    verb = "is" if len(set(names)) == 1 else "are"
+    return SettingsProblem(
+        problem.path, problem.line, f"{problem.message} (written {written}: {unset} {verb} unset or empty)"
+    )
 
 
 def _path(loc: Sequence[str | int]) -> str:
@@ -319,6 +340,7 @@ def _load(source: str | Path, model: type[EvalSettings] | None, environ: Mapping
         seen = {(p.path, p.message) for p in problems}
         problems.extend(p for p in _cross_block_problems(doc, model) if (p.path, p.message) not in seen)
     if problems:
+        problems = [_naming_empty_variables(p, doc.empty_expansions) for p in problems]
         raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
     settings._source.lines.update((_path(loc), line) for loc, line in doc.lines.items())
     return settings
