@@ -63,6 +63,7 @@ def _final_table(stdout: str) -> dict[tuple[str, str], tuple[int, float]]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process accounting reads /proc")
+@pytest.mark.slow
 def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     port = free_port()
@@ -218,6 +219,7 @@ def test_summary_names_an_unreachable_or_paused_judge_not_a_limit() -> None:
     assert "last error: AuthenticationError, HTTP 401" in text
 
 
+@pytest.mark.slow
 async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     judge_server: JudgeServer, otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -100,6 +100,7 @@ async def _eval_process(*args: str, env: dict[str, str]) -> tuple[int, str, str]
     return process.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_a_judge_without_its_providers_key_is_named_before_scoring(tmp_path: Path) -> None:
     config = tmp_path / "anthropic.yaml"
     config.write_text(
