@@ -312,9 +312,6 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         stop_producer = asyncio.Event()
         service = asyncio.create_task(run_service(settings, stop_service, observers=[summary]), name="service")
         producer = _start_traffic(options, broker.bootstrap_servers, stop_producer, counter, out)
-        base = f"http://{_connectable(options.metrics_host)}:{port}"
-        if await wait_until_serving(f"{base}/healthz", service):
-            print(f"metrics: {base}/metrics\n", file=out, flush=True)
         reporter = asyncio.create_task(
             _report(
                 summary,
@@ -332,6 +329,10 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         deadline = asyncio.ensure_future(asyncio.sleep(options.duration_s)) if options.duration_s else None
         if deadline is not None:
             waiters.add(deadline)
+        # --duration counts from the start, not from when the service serves: the wait is inside it.
+        base = f"http://{_connectable(options.metrics_host)}:{port}"
+        if await wait_until_serving(f"{base}/healthz", service):
+            print(f"metrics: {base}/metrics\n", file=out, flush=True)
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop_all.set()
         for waiter in waiters:
