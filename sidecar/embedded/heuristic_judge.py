@@ -38,12 +38,12 @@ def heuristic_reply(body: dict[str, Any]) -> Reply:
     messages = body.get("messages") or []
     prompt = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
     instructions = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-    usage = {"prompt_tokens": max(1, (len(prompt) + len(instructions)) // 4), "completion_tokens": 0}
+    usage = {"prompt_tokens": max(1, (len(prompt) + len(instructions)) // 4), "completion_tokens": 0}  # ~4 chars
     schema = _requested_schema(body, prompt)
     if schema is None:  # free text: a reason step
         content = _reason(prompt)
     else:
-        judged = JudgedPrompt(prompt, instructions, blocks_of(prompt), schema)
+        judged = JudgedPrompt(prompt, blocks_of(prompt), schema)
         answer = answer_for(judged)
         if answer is None:  # a user's own scorer: a value of its schema
             answer = _Shape(schema.get("$defs", {}), _agreement(judged), _sentences(judged)).instance(schema, "")

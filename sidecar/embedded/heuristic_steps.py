@@ -36,7 +36,7 @@ __all__ = ["JudgedPrompt", "answer_for"]
 
 _TAG = "stand-in heuristic"
 # A claim is supported when the reference repeats this share of its content words and figures.
-SUPPORTED = 0.6
+_SUPPORTED = 0.6
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,6 @@ class JudgedPrompt:
     """One judge request as the stand-in reads it."""
 
     text: str  # the user message: the step's prompt
-    instructions: str  # the system message: the scorer's instructions
     blocks: Mapping[str, str]  # untrusted label -> quoted text (the first block of each label)
     schema: Mapping[str, Any]
 
@@ -156,7 +155,7 @@ def _verdicts(prompt: JudgedPrompt) -> dict[str, Any]:
     verdicts = []
     for claim in numbered_items(prompt.block("claims")):
         share, unbacked = _support(claim, context)
-        supported = share >= SUPPORTED
+        supported = share >= _SUPPORTED
         how = f"the context repeats {share:.0%} of its words" + (
             f", not its figures {', '.join(sorted(unbacked))}" if unbacked else ""
         )
@@ -324,7 +323,7 @@ def _source_judgement(prompt: JudgedPrompt) -> dict[str, Any]:
         alignment.append(
             {
                 "claim": claim,
-                "supported": share >= SUPPORTED,
+                "supported": share >= _SUPPORTED,
                 "reason": _said(f"the source repeats {share:.0%} of its words"),
             }
         )
