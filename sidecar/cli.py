@@ -347,7 +347,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options."""
+    """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options
+    or a metrics port that cannot be served."""
     import logging
 
     from sidecar.demo import DemoOptions, run_demo

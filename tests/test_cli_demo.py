@@ -354,3 +354,18 @@ async def test_the_metrics_url_is_printed_once_it_serves(monkeypatch: pytest.Mon
         thread.join(10)
     assert len(out.fetched) == 1 and out.fetched[0][1] == 200, (out.fetched, out.getvalue())
     assert out.getvalue().index("scorers:") < out.getvalue().index("metrics: http")
+
+
+def test_demo_serve_names_the_command_as_this_shell_can_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started as `.venv/bin/scoring-sidecar demo --serve` with no venv activated, the bare name would be
+    `command not found`: the hint repeats the path it was started by."""
+    from sidecar.demo.command import runnable_command
+
+    script = Path(sys.executable).parent / "scoring-sidecar"
+    if not script.exists():
+        pytest.skip("the package's console script is not installed next to this interpreter")
+    monkeypatch.setattr(sys, "argv", [str(script), "demo", "--serve"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert runnable_command() == str(script)
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert runnable_command() == "scoring-sidecar"

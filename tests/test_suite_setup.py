@@ -35,7 +35,8 @@ def test_the_slow_marker_is_declared_and_applied(pytestconfig: pytest.Config) ->
     assert "slow" in declared
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "slow",
-         "tests/test_service_e2e.py"],
+         "tests/test_service_e2e.py", "tests/test_readme_commands.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     ).stdout  # fmt: skip
     assert "test_kill_9_at_random_points_loses_no_score" in collected
+    assert "test_the_readme_commands_run_as_written_in_a_fresh_clone" in collected

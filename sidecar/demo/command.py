@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -375,6 +376,23 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         return 0
 
 
+def runnable_command() -> str:
+    """``scoring-sidecar`` as this shell can run it: the bare name when the PATH finds this very program, else
+    the path it was started by (``.venv/bin/scoring-sidecar`` from a README command, with no venv activated)."""
+    started_by = sys.argv[0]
+    script = (
+        started_by
+        if Path(started_by).name == "scoring-sidecar"
+        else str(Path(sys.executable).parent / "scoring-sidecar")
+    )
+    if not Path(script).exists():
+        return "scoring-sidecar"
+    found = shutil.which("scoring-sidecar")
+    if found is not None and Path(found).resolve() == Path(script).resolve():
+        return "scoring-sidecar"
+    return script
+
+
 def _connectable(host: str) -> str:
     """Where to reach a server bound to ``host`` from this machine (a wildcard address is not one)."""
     if host in ("0.0.0.0", ""):
@@ -456,7 +474,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
         print(f"traffic: {options.rate:g} traces/s from {agents}, at most {options.max_records}", file=out)
         print(f"config: {config_path}", file=out)
         print(
-            f"ready: in another terminal: scoring-sidecar run --config {config_path}\n"
+            f"ready: in another terminal: {runnable_command()} run --config {config_path}\n"
             f"  then watch http://{options.metrics_host}:{options.metrics_port or 9464}/metrics "
             "(scoring_sidecar_scorer_runs_total); Ctrl-C here stops the broker and the judge\n",
             file=out,
@@ -473,7 +491,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
                 if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                     stop.set()
                 scores = await _score_records(consumer)
-                waiting = "" if scores else " (none yet: is `scoring-sidecar run` running with the config above?)"
+                waiting = "" if scores else f" (none yet: is `{runnable_command()} run` running with the config above?)"
                 print(
                     f"{time.monotonic() - started:.0f}s: {counter[0]} traces produced, {scores} score records on "
                     f"{SCORES_TOPIC}{waiting}",
