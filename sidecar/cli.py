@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached; for backfill, a "
         "window not finished); 2 an invalid configuration, dataset or option (run: also a metrics port that cannot "
         "be bound; backfill: also a topic that does not exist or a window past retention); 3 run: the stop "
-        "overran runtime.shutdown_timeout_s; 4 run, backfill: the Kafka broker unreachable.",
+        "overran runtime.shutdown_timeout_s; eval: runs failed (--allow-failures: 0); 4 run, backfill: the Kafka "
+        "broker unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -84,10 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate = commands.add_parser(
         "eval",
-        help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached",
+        help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached, 3 when runs "
+        "failed",
         description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context) with "
-        "the scorers of the configuration file, print a summary table, and exit 1 when a scorer's average "
-        "(normalised by its scale) falls outside its threshold. Exit 2: invalid configuration, dataset or thresholds.",
+        "the scorers of the configuration file and print a summary table. Exit 0: every run scored (or not "
+        "scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside its "
+        "threshold; 2: invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge "
+        "refused, timed out or answered out of shape), so the averages leave items out (--allow-failures: 0).",
     )
     evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file")
     evaluate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration (kafka optional)")
@@ -103,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
         "--thresholds", metavar="FILE", help="YAML: scorer id -> MIN or {min, max} (--threshold overrides)"
     )
     evaluate.add_argument("--concurrency", type=int, default=8, help="scorer runs in flight (default 8)")
+    evaluate.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 although runs failed (thresholds still apply to the runs that scored)",
+    )
     evaluate.add_argument(
         "--stand-in-judge",
         action="store_true",
@@ -335,19 +344,19 @@ def _validate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sidecar.app.scorer_factory import build_scorers
-    from sidecar.settings import Settings, SettingsError, load_eval_settings, load_settings
+    from sidecar.settings import Settings, SettingsError, load_settings_as_written
 
     path = Path(args.config)
     try:
-        settings: EvalSettings = load_eval_settings(path)
-        if settings.kafka is not None:
-            settings = load_settings(path)  # the live service's checks too
+        settings = load_settings_as_written(path)  # with a kafka block, the live service's checks too
         scorers = build_scorers(settings)
     except SettingsError as exc:
         return _invalid(args.config, exc)
     ids = ", ".join(s.id for s in settings.scorers)
     judges = ", ".join(settings.judges) or "none"
-    counts = f"{len(settings.scorers)} scorers ({ids}), {len(settings.judges)} judges ({judges})"
+    from sidecar.core.wording import counted
+
+    counts = f"{counted(len(settings.scorers), 'scorer')} ({ids}), {counted(len(settings.judges), 'judge')} ({judges})"
     if args.traffic is not None:
         estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens)
         if estimate is None:
@@ -362,6 +371,10 @@ def _validate(args: argparse.Namespace) -> int:
         print(estimate)
     for problem in judges_without_key(settings):  # in this environment: where it runs, the key may be set
         print(f"  warning: {problem} (in this environment)", file=sys.stderr)
+    from sidecar.app.config_warnings import rubrics_without_criteria
+
+    for problem in rubrics_without_criteria(settings):
+        print(f"  warning: {problem}", file=sys.stderr)
     if settings.kafka is None:
         return 0
     if settings.runtime.workers > 1 and isinstance(settings, Settings):
@@ -534,7 +547,8 @@ def _confirm(prompt: str) -> bool:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options."""
+    """The embedded default. 0: clean stop (--duration, SIGINT, SIGTERM); 1: the service failed; 2: bad options
+    or a metrics port that cannot be served."""
     import logging
 
     from sidecar.demo import DemoOptions, run_demo
@@ -589,7 +603,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    """Offline evaluation. 0: every threshold holds; 1: a threshold breached; 2: invalid input."""
+    """Offline evaluation. 0: every run scored and every threshold holds; 1: a threshold breached; 2: invalid
+    input; 3: runs failed (0 with --allow-failures)."""
     import logging
     from pathlib import Path
 
@@ -607,6 +622,7 @@ def _eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         stand_in=args.stand_in_judge,
         progress=args.progress,
+        allow_failures=args.allow_failures,
     )
 
 

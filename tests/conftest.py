@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tests.support.broker import kafka_bootstrap, kafka_broker, new_topic, unique_name
@@ -45,3 +47,11 @@ __all__ = [
     "transport",
     "unique_name",
 ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), the tests that use the Phoenix server share one worker, so
+    that one Phoenix starts (~0.5 GB, 15-25 s) instead of one per worker."""
+    for item in items:
+        if {"phoenix", "phoenix_session"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("phoenix"))

@@ -88,7 +88,7 @@ def test_validate_accepts_an_eval_configuration(tmp_path: Path) -> None:
     done = validate(ROOT / "examples" / "eval.yaml")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "config OK for eval: 2 scorers (prompt-alignment, similarity), 1 judges (default); "
+        "config OK for eval: 2 scorers (prompt-alignment, similarity), 1 judge (default); "
         "no kafka section, which `run` needs"
     )
     # The same file is not a live configuration: `run` says what is missing, with no fake Kafka block.

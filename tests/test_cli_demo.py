@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -62,6 +63,7 @@ def _final_table(stdout: str) -> dict[tuple[str, str], tuple[int, float]]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process accounting reads /proc")
+@pytest.mark.slow
 def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     port = free_port()
@@ -217,6 +219,7 @@ def test_summary_names_an_unreachable_or_paused_judge_not_a_limit() -> None:
     assert "last error: AuthenticationError, HTTP 401" in text
 
 
+@pytest.mark.slow
 async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     judge_server: JudgeServer, otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,3 +274,98 @@ async def test_sigint_stops_the_demo_cleanly(monkeypatch: pytest.MonkeyPatch) ->
     text = out.getvalue()
     assert "stopping: producer, then the service" in text and "── final summary" in text
     assert "not a language model" in text
+
+
+def test_the_summary_says_which_scorers_read_lower_as_better() -> None:
+    """Toxicity at 0.00 is the good news: the table says lower is better for it, not for the others."""
+    from sidecar.demo.command import demo_settings, stand_in_judge_config
+    from sidecar.demo.summary import lower_is_better
+
+    settings = demo_settings(
+        bootstrap="127.0.0.1:9", judge=stand_in_judge_config("http://127.0.0.1:9/v1"), metrics_host="h", metrics_port=0
+    )
+    assert lower_is_better(settings) == {"toxicity"}
+    summary = DemoSummary(lower_is_better=lower_is_better(settings))
+    events = Observers([summary])
+    events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.9))
+    before = render_summary(summary, elapsed_s=1, produced=1, judge_label="j", stand_in=True)
+    assert "lower is better" not in before  # no toxicity row yet: nothing to mark
+    events.run_finished(scored_run("toxicity", "support-bot", "scored", 0.0))
+    text = render_summary(summary, elapsed_s=2, produced=2, judge_label="j", stand_in=True)
+    assert "lower is better for toxicity; higher for the others" in text, text
+    assert re.search(r"support-bot\s+toxicity\s+1\s+0\s+0\s+0\s+0.00$", text, re.MULTILINE), text
+
+
+def test_a_taken_metrics_port_names_the_demos_own_flag_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo has no configuration file: the advice is `demo --metrics-port`, and no URL was printed first."""
+    import socket
+
+    from sidecar.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        assert main(["demo", "--duration", "5", "--metrics-port", str(port)]) == 2
+    assert time.monotonic() - started < 5  # before the broker starts
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == (
+        f"demo: cannot serve /metrics on 127.0.0.1:{port}: the port is taken (is another demo or sidecar running?): "
+        "pass demo --metrics-port N (0: a free port)"
+    ), captured.err
+    assert "exporters.prometheus" not in captured.err and "run --metrics-port" not in captured.err
+    assert "metrics: http" not in captured.out and "Traceback" not in captured.err
+
+
+class _AnswersWhenPrinted(io.StringIO):
+    """Output that fetches the metrics URL (once, no retry) the moment the demo prints it: connection refused
+    if nothing listens there yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[tuple[str, int | str]] = []
+        self.threads: list[threading.Thread] = []
+
+    def _fetch(self, url: str) -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                self.fetched.append((url, response.status))
+        except OSError as exc:
+            self.fetched.append((url, repr(exc)))
+
+    def write(self, text: str) -> int:
+        match = re.search(r"^metrics: (http://\S+/metrics)", text, re.MULTILINE)
+        if match:  # the demo's loop serves the URL: fetch from a thread, not from inside its write
+            self.threads.append(threading.Thread(target=self._fetch, args=(match[1],)))
+            self.threads[-1].start()
+        return super().write(text)
+
+
+async def test_the_metrics_url_is_printed_once_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(name)
+    out = _AnswersWhenPrinted()
+    options = DemoOptions(metrics_port=0, duration_s=2, interval_s=60, rate=5, max_records=5)
+    assert await run_demo(options, out=out) == 0
+    for thread in out.threads:
+        thread.join(10)
+    assert len(out.fetched) == 1 and out.fetched[0][1] == 200, (out.fetched, out.getvalue())
+    assert out.getvalue().index("scorers:") < out.getvalue().index("metrics: http")
+
+
+def test_demo_serve_names_the_command_as_this_shell_can_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started as `.venv/bin/scoring-sidecar demo --serve` with no venv activated, the bare name would be
+    `command not found`: the hint repeats the path it was started by."""
+    from sidecar.demo.command import runnable_command
+
+    script = Path(sys.executable).parent / "scoring-sidecar"
+    if not script.exists():
+        pytest.skip("the package's console script is not installed next to this interpreter")
+    monkeypatch.setattr(sys, "argv", [str(script), "demo", "--serve"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert runnable_command() == str(script)
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    assert runnable_command() == "scoring-sidecar"

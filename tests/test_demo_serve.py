@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sidecar.cli import main
@@ -54,6 +55,7 @@ def _stop(process: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
     return process.returncode, out
 
 
+@pytest.mark.slow
 def test_run_scores_the_demo_traffic_with_the_config_demo_serve_wrote(tmp_path: Path) -> None:
     config = tmp_path / "demo.yaml"
     metrics_port = free_port()

@@ -16,7 +16,7 @@ import yaml
 
 from sidecar.cli import main
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold
+from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold, render_report
 from sidecar.testing.judge_server import JudgeServer, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,7 +165,9 @@ def test_a_failed_item_does_not_abort_the_run(
     _FLAKY_SEEN.clear()
     dataset.write_text(DATASET.read_text() + json.dumps(bad) + "\n" + json.dumps(flaky) + "\n")
     output = tmp_path / "results.jsonl"
-    code = main(["eval", str(dataset), "--config", str(CONFIG), "--output", str(output), "--no-progress"])
+    code = main(
+        ["eval", str(dataset), "--config", str(CONFIG), "--output", str(output), "--no-progress", "--allow-failures"]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err  # failures are counted, not fatal; no threshold was given
     rows = _rows(captured.out)
@@ -190,7 +192,12 @@ def test_a_failed_item_does_not_abort_the_run(
 
     # A threshold still gates on the items that scored; a scorer with no score at all breaches its threshold.
     assert (
-        main(["eval", str(dataset), "--config", str(CONFIG), "--no-progress", "--threshold", "prompt-alignment=0.3"])
+        main(
+            [
+                *("eval", str(dataset), "--config", str(CONFIG), "--no-progress", "--allow-failures"),
+                *("--threshold", "prompt-alignment=0.3"),
+            ]
+        )
         == 0
     )
     only_bad = tmp_path / "only-bad.jsonl"
@@ -200,6 +207,43 @@ def test_a_failed_item_does_not_abort_the_run(
         == 1
     )
     assert "FAIL (no score)" in capsys.readouterr().out
+
+
+def test_failed_runs_exit_3_with_a_line_saying_so_unless_allowed(
+    judge_env: JudgeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every run failing used to exit 0 when no threshold was given: a CI job passed on nothing scored."""
+    dataset = tmp_path / "refused.jsonl"
+    dataset.write_text(
+        "".join(json.dumps({"id": f"r{i}", "input": "Summarise", "output": f"FAIL-ME {i}"}) + "\n" for i in range(2))
+    )
+    base = ["eval", str(dataset), "--config", str(CONFIG), "--no-progress"]
+    assert main(base) == 3
+    out = capsys.readouterr().out
+    assert "RUNS FAILED: 2 of 4 runs have no score (the averages leave them out); --allow-failures accepts them" in out
+    assert main([*base, "--allow-failures"]) == 0
+    assert "RUNS FAILED: 2 of 4 runs (accepted: --allow-failures)" in capsys.readouterr().out
+    # A breached threshold is the verdict that matters: 1, failures or not.
+    assert main([*base, "--threshold", "prompt-alignment=0.5"]) == 1
+    assert main([*base, "--threshold", "similarity=0.99"]) == 1
+    capsys.readouterr()
+    # Every run scored: 0, and no such line.
+    assert main(["eval", str(DATASET), "--config", str(CONFIG), "--no-progress"]) == 0
+    assert "RUNS FAILED" not in capsys.readouterr().out
+
+
+def test_the_exit_statuses_are_documented() -> None:
+    """The README's table and the command's help give the same four statuses."""
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    for status in ("| 0 | every run scored", "| 1 | a threshold breached", "| 2 | an invalid", "| 3 | runs failed"):
+        assert status in readme
+    help_text = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "eval", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--allow-failures" in help_text and "3: runs failed" in " ".join(help_text.split())
 
 
 def test_csv_dataset_and_the_live_config_with_the_stand_in_judge(
@@ -287,3 +331,14 @@ def test_the_all_kinds_example_scores_every_kind_it_lists(capsys: pytest.Capture
     assert set(rows) == ids
     for scorer, row in rows.items():
         assert row[2:5] == [str(items), "0", "0"], (scorer, row)  # every item scored, none failed
+
+
+def test_the_report_counts_in_the_singular_for_one() -> None:
+    from sidecar.eval import EvalReport, ScorerTally
+
+    tally = ScorerTally("alignment", failed=1)
+    report = EvalReport(tallies={"alignment": tally}, results=[], thresholds={}, elapsed_s=0.1, items=1)
+    text = render_report(report)
+    assert text.startswith("1 item x 1 scorer in 0.1s"), text
+    assert "\n1 run failed (the judges answered every call" in text, text
+    assert "RUNS FAILED: 1 run has no score" in text, text

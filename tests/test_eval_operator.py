@@ -100,6 +100,7 @@ async def _eval_process(*args: str, env: dict[str, str]) -> tuple[int, str, str]
     return process.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_a_judge_without_its_providers_key_is_named_before_scoring(tmp_path: Path) -> None:
     config = tmp_path / "anthropic.yaml"
     config.write_text(
@@ -153,7 +154,9 @@ def test_an_unreachable_judge_is_named_as_the_reason_runs_failed(
     dataset = tmp_path / "items.jsonl"
     dataset.write_text("".join(json.dumps({"input": f"q{i}", "output": f"a{i}"}) + "\n" for i in range(8)))
 
-    code = main(["eval", str(dataset), "--config", str(config), "--no-progress", "--concurrency", "2"])
+    code = main(
+        ["eval", str(dataset), "--config", str(config), "--no-progress", "--concurrency", "2", "--allow-failures"]
+    )
 
     out = capsys.readouterr().out
     assert code == 0, out  # no threshold: failures are reported, not fatal

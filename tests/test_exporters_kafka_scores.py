@@ -418,6 +418,7 @@ async def test_records_submitted_during_a_flush_do_not_fail_it(
     assert len(await read_all(kafka_bootstrap, topic, len(runs))) == len(runs)
 
 
+@pytest.mark.slow
 async def test_submit_waits_while_max_pending_records_are_unacknowledged(
     judge_server: JudgeServer, make_judge_model: JudgeModelFactory
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from sidecar.embedded.traffic import GeneratedTrace, TrafficGenerator
@@ -109,6 +110,7 @@ def outage_sidecar(
     return SidecarProcess(config, tmp_path, env={"JUDGE_API_KEY": SECRET_KEY})
 
 
+@pytest.mark.slow
 async def test_a_judge_outage_then_a_503_storm_loses_nothing_and_recovers_at_once(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -193,6 +195,7 @@ async def test_a_judge_outage_then_a_503_storm_loses_nothing_and_recovers_at_onc
     assert sum((await committed(kafka_bootstrap, group, spans)).values()) == len(positions)
 
 
+@pytest.mark.slow
 async def test_kill_9_and_sigterm_while_runs_are_held_lose_nothing(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -255,6 +258,7 @@ async def test_kill_9_and_sigterm_while_runs_are_held_lose_nothing(
     assert sum((await committed(kafka_bootstrap, group, spans)).values()) == len(positions)
 
 
+@pytest.mark.slow
 async def test_a_rebalance_abandons_held_runs_to_the_new_owner(
     tmp_path: Path,
     kafka_bootstrap: str,

@@ -119,6 +119,7 @@ async def wait_committed(bootstrap: str, group: str, topic: str, partitions: int
 # --- issue: scores as Phoenix annotations -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_scores_land_as_annotations_and_a_kill_9_mid_backlog_leaves_one_per_span_and_scorer(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -178,6 +179,7 @@ async def test_scores_land_as_annotations_and_a_kill_9_mid_backlog_leaves_one_pe
     assert SECRET_KEY not in sidecar.log_path.read_text()
 
 
+@pytest.mark.slow
 async def test_phoenix_stopped_mid_stream_loses_nothing_and_commits_nothing_past_an_unexported_score(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -253,6 +255,7 @@ async def test_phoenix_stopped_mid_stream_loses_nothing_and_commits_nothing_past
     [("http/protobuf", None), ("grpc", None), ("http/protobuf", True), ("grpc", True)],
     ids=["http-defaults", "grpc-defaults", "http-with-logs", "grpc-with-logs"],
 )
+@pytest.mark.slow
 async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_project_whatever_arrives_first(
     tmp_path: Path,
     kafka_bootstrap: str,

@@ -83,6 +83,7 @@ def lines(sidecar: SidecarProcess, needle: str) -> list[str]:
     return [line for line in sidecar.log_path.read_text().splitlines() if needle in line]
 
 
+@pytest.mark.slow
 async def test_no_broker_readyz_says_why_then_one_line_and_exit_4(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
     sidecar = SidecarProcess(config_for(bootstrap, kafka={"startup_timeout_s": 5}), tmp_path)
@@ -129,6 +130,7 @@ async def test_sigterm_while_waiting_for_the_broker_exits_0_at_once(tmp_path: Pa
     assert "Traceback" not in sidecar.log_path.read_text()
 
 
+@pytest.mark.slow
 async def test_workers_say_they_wait_for_the_broker_and_the_pod_exits_4(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{free_port()}"
     sidecar = SidecarProcess(config_for(bootstrap, kafka={"startup_timeout_s": 6}), tmp_path, args=("--workers", "2"))
@@ -148,6 +150,7 @@ async def test_workers_say_they_wait_for_the_broker_and_the_pod_exits_4(tmp_path
     assert lines(sidecar, "supervisor: stopped in") and not lines(sidecar, "restarting in")
 
 
+@pytest.mark.slow
 async def test_a_broker_started_late_is_joined_and_everything_is_scored(tmp_path: Path) -> None:
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
@@ -165,8 +168,7 @@ async def test_a_broker_started_late_is_joined_and_everything_is_scored(tmp_path
             await produce_traces(broker.bootstrap_servers, "spans", traces)
             await sidecar.wait_ready(timeout_s=60)
             scores = await read_topic(broker.bootstrap_servers, "scores", expect=len(traces), timeout_s=60)
-            await asyncio.sleep(1.5)  # one more intake line
-            assert sidecar.terminate() == 0
+            assert sidecar.terminate() == 0  # the stop logs the last period's intake: no tick to wait for
     finally:
         sidecar.kill()
     values = score_values(scores)
@@ -180,7 +182,7 @@ async def test_a_broker_started_late_is_joined_and_everything_is_scored(tmp_path
         f"joined consumer group startup on topics spans: 2 partitions assigned (spans-0, spans-1); "
         f"metrics on {sidecar.metrics_url}/metrics"
     )
-    intake = lines(sidecar, "INFO sidecar.app.intake_log intake in the last 1 s: ")
+    intake = lines(sidecar, "INFO sidecar.app.intake_log intake in the last ")
     assert intake, log
     scored = [re.search(r"similarity scored (\d+)", line) for line in intake]
     assert sum(int(match.group(1)) for match in scored if match) == len(traces)

@@ -143,6 +143,7 @@ def slow_length_scorer():  # type: ignore[no-untyped-def]
     [(slow_length_scorer, True), (length_scorer, False)],
     ids=["runs-wait-so-intake-pauses", "cpu-only-runs-free-capacity-within-the-grace"],
 )
+@pytest.mark.slow
 async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
     kafka_bootstrap: str,
     new_topic: Callable[..., Any],

@@ -664,7 +664,7 @@ def test_cli_validate_ok() -> None:
     done = run_cli("validate", "--config", str(EXAMPLE))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "config OK: 3 scorers (prompt-alignment, echo-similarity, tool-use), 1 judges (default), topics (otlp_spans)"
+        "config OK: 3 scorers (prompt-alignment, echo-similarity, tool-use), 1 judge (default), topics (otlp_spans)"
     )
 
 
@@ -707,7 +707,7 @@ def test_cli_validate_in_process(capsys: pytest.CaptureFixture[str], tmp_path: P
     path = tmp_path / "ok.yaml"
     path.write_text(MINIMAL)
     assert main(["validate", "--config", str(path)]) == 0
-    assert capsys.readouterr().out.startswith("config OK: 1 scorers (sim), 0 judges (none), topics (otlp_spans)")
+    assert capsys.readouterr().out.startswith("config OK: 1 scorer (sim), 0 judges (none), topics (otlp_spans)")
 
 
 # -- whole-trace scope -----------------------------------------------------------------------------

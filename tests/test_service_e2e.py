@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
@@ -80,6 +81,7 @@ def sidecar_for(
     return SidecarProcess(settings, tmp_path, env={"JUDGE_API_KEY": SECRET_KEY})
 
 
+@pytest.mark.slow
 async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -145,6 +147,7 @@ async def test_scores_every_agent_span_exports_everywhere_and_stops_cleanly(
     assert any(r.headers.get("Authorization") == f"Bearer {SECRET_KEY}" for r in judge_server.requests)
 
 
+@pytest.mark.slow
 async def test_kill_9_at_random_points_loses_no_score(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -190,6 +193,7 @@ async def test_kill_9_at_random_points_loses_no_score(
     assert committed == len(traces), sidecar.log_path.read_text()[-6000:]
 
 
+@pytest.mark.slow
 async def test_judge_faults_are_counted_and_nothing_is_lost(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -253,6 +257,7 @@ async def test_judge_faults_are_counted_and_nothing_is_lost(
     assert sample(text, "scoring_sidecar_dead_letters_total", {"reason": "decode_error"}) == 2
 
 
+@pytest.mark.slow
 async def test_broker_restart_mid_stream_loses_nothing(
     tmp_path: Path,
     unique_name: Callable[[str], str],
@@ -313,6 +318,7 @@ async def poll_readyz(sidecar: SidecarProcess, status: int, containing: str = ""
     raise AssertionError(f"/readyz never answered {status} in {timeout_s}s (last: {seen})")
 
 
+@pytest.mark.slow
 async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_until_it_recovers(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -364,6 +370,7 @@ async def test_an_exporter_outage_makes_the_sidecar_unready_and_commits_nothing_
     assert {(s.trace_id, s.parent_span_id) for s in run_spans} == {(t.trace_id, t.agent_span_id) for t in traces}
 
 
+@pytest.mark.slow
 async def test_a_traces_only_receiver_costs_one_error_line_not_the_commits(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -412,6 +419,7 @@ async def test_a_traces_only_receiver_costs_one_error_line_not_the_commits(
     assert traces_only_receiver.logs == [] and traces_only_receiver.refused_logs >= 1
 
 
+@pytest.mark.slow
 async def test_a_receiver_refusing_the_traces_blocks_commits_and_readyz_says_which_key_to_change(
     tmp_path: Path,
     kafka_bootstrap: str,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
 from sidecar.embedded.heuristic_judge import heuristic_reply
@@ -64,6 +65,7 @@ async def scored_ids(bootstrap: str, topic: str, expect: int) -> set[str]:
     return {v["scoreId"] for v in score_values(records)}
 
 
+@pytest.mark.slow
 async def test_two_workers_share_the_group_serve_one_metrics_endpoint_and_survive_a_killed_worker(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -141,6 +143,7 @@ async def test_two_workers_share_the_group_serve_one_metrics_endpoint_and_surviv
     assert "restarting in" in log
 
 
+@pytest.mark.slow
 async def test_workers_stop_when_their_supervisor_is_killed(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -170,6 +173,7 @@ async def test_workers_stop_when_their_supervisor_is_killed(
     assert await committed_total(kafka_bootstrap, group, spans, PARTITIONS) == len(traces)
 
 
+@pytest.mark.slow
 async def test_sigusr1_to_the_supervisor_resumes_every_workers_paused_judge(
     tmp_path: Path,
     kafka_bootstrap: str,

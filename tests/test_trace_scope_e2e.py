@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from sidecar.conventions.selection import sample_score
@@ -85,6 +86,7 @@ def prompts(judge_server: JudgeServer) -> list[str]:
     return [json.dumps(request.body) for request in judge_server.requests]
 
 
+@pytest.mark.slow
 async def test_agent_runs_are_assembled_from_their_trace_and_judged_with_what_the_children_hold(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -177,6 +179,7 @@ async def test_agent_runs_are_assembled_from_their_trace_and_judged_with_what_th
     assert await committed_total(kafka_bootstrap, group, spans, 2) == len(records)
 
 
+@pytest.mark.slow
 async def test_max_wait_late_spans_and_an_agent_span_too_large_dead_lettered_alone(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -230,6 +233,7 @@ async def test_max_wait_late_spans_and_an_agent_span_too_large_dead_lettered_alo
     assert await committed_total(kafka_bootstrap, group, spans, 1) == 4
 
 
+@pytest.mark.slow
 async def test_kill_9_while_traces_are_buffered_loses_no_trace_and_scores_each_once(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -277,6 +281,7 @@ async def test_kill_9_while_traces_are_buffered_loses_no_trace_and_scores_each_o
     assert b"backpressure: paused" in sidecar.log_path.read_bytes()  # the buffer bound was reached
 
 
+@pytest.mark.slow
 async def test_a_full_buffer_of_open_traces_scores_the_oldest_instead_of_stalling(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -321,6 +326,7 @@ async def test_a_full_buffer_of_open_traces_scores_the_oldest_instead_of_stallin
     assert await committed_total(kafka_bootstrap, group, spans, 1) == len(records)
 
 
+@pytest.mark.slow
 async def test_sampled_out_traces_are_counted_per_scorer_whether_or_not_another_scorer_buffers_them(
     tmp_path: Path,
     kafka_bootstrap: str,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.app.lifecycle import EXIT_STOP_OVERRUN
@@ -81,6 +82,7 @@ def slow_heuristic(delay_s: float) -> Callable[[dict[str, Any]], Reply]:
     return reply
 
 
+@pytest.mark.slow
 async def test_a_supervisor_sigkilled_three_times_mid_backlog_then_sigterm_leaves_nothing_behind(
     tmp_path: Path,
     kafka_bootstrap: str,
@@ -162,6 +164,7 @@ async def scored(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [json.loads(r.value) for r in await read_all(bootstrap, topic)]
 
 
+@pytest.mark.slow
 async def test_workers_of_a_sigkilled_supervisor_exit_in_time_while_the_broker_is_down(
     tmp_path: Path, unique_name: Callable[[str], str], judge_server: JudgeServer
 ) -> None:
@@ -207,6 +210,7 @@ async def test_workers_of_a_sigkilled_supervisor_exit_in_time_while_the_broker_i
     assert "stop overran" not in log
 
 
+@pytest.mark.slow
 async def test_a_worker_stuck_in_its_loop_is_killed_by_the_supervisor_or_ends_itself_when_orphaned(
     tmp_path: Path,
     kafka_bootstrap: str,

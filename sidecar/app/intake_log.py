@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 
 from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
@@ -88,12 +89,23 @@ class IntakeTally(ServiceObserver):
 
 
 async def log_intake(tally: IntakeTally, every_s: float, stop: asyncio.Event) -> None:
-    """Log the tally every ``every_s`` until ``stop``."""
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
-        if stop.is_set():
-            return
-        line = tally.take(every_s)
+    """Log the tally every ``every_s`` until ``stop``; then wait to be cancelled (the service has drained,
+    flushed and committed by then) and log what the last, shorter period counted, the drain included: the
+    runs of the last seconds before a stop are in the log too."""
+    period_started = time.monotonic()
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            if stop.is_set():
+                break
+            line = tally.take(every_s)
+            if line is not None:
+                log.info("%s", line)
+            period_started = time.monotonic()
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        line = tally.take(round(time.monotonic() - period_started, 1))
         if line is not None:
             log.info("%s", line)
+        raise

@@ -9,8 +9,8 @@ What runs, all in this process except the broker:
   tool-call accuracy and completeness (code),
   Prometheus ``/metrics``, score records on the ``agent_scores`` topic, OTLP export with ``--otlp-endpoint``;
 - a judge: ``--judge-model`` (or ``openai/gpt-4o-mini`` when ``OPENAI_API_KEY`` is set) through litellm, else a
-  local server answering the judge protocol with a keyword heuristic. That stand-in is not a language model,
-  and the demo says so.
+  local server answering the judge protocol with transparent word rules (``sidecar.embedded.heuristic_judge``).
+  That stand-in is not a language model, and the demo says so.
 
 Memory: Tansu keeps every record in memory (no retention), so the producer stops after ``--max-records``
 traces (default 3000: 10 minutes at 5/s; docs/benchmarks.md has the broker's memory for them); scoring goes on.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from sidecar.demo.summary import DemoSummary, render_summary
+from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_serving
+from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
@@ -33,6 +34,7 @@ __all__ = [
     "run_demo",
     "run_serve",
     "serve_config_yaml",
+    "stand_in_judge_config",
     "wants_real_judge",
 ]
 
@@ -227,20 +229,22 @@ async def _report(
         print(text + "\n", file=out, flush=True)
 
 
+def stand_in_judge_config(url: str) -> dict[str, Any]:
+    """The ``judges.<name>`` block of a judge pointing at the stand-in judge server at ``url``."""
+    return {
+        "model": STAND_IN_MODEL,
+        "api_base": url,
+        "api_key": "stand-in",
+        "transport": "http",
+        "timeout_s": 10,
+        "max_retries": 1,
+        "max_concurrency": 32,
+    }
+
+
 def _judge_config(options: DemoOptions, stand_in_url: str | None) -> tuple[dict[str, Any], str]:
     if stand_in_url is not None:
-        return (
-            {
-                "model": STAND_IN_MODEL,
-                "api_base": stand_in_url,
-                "api_key": "stand-in",
-                "transport": "http",
-                "timeout_s": 10,
-                "max_retries": 1,
-                "max_concurrency": 32,
-            },
-            STAND_IN_MODEL,
-        )
+        return stand_in_judge_config(stand_in_url), STAND_IN_MODEL
     model = options.judge_model or DEFAULT_REAL_JUDGE
     judge: dict[str, Any] = {
         "model": model,
@@ -260,10 +264,17 @@ def wants_real_judge(options: DemoOptions, environ: Iterable[str] | None = None)
 
 
 async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
-    """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop."""
+    """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop, 2 when the metrics port
+    cannot be served, 1 when the service failed."""
     from sidecar.app.serve import run_service
+    from sidecar.runtime.startup import StartupFailure
 
     out = out or sys.stdout
+    if options.metrics_port:
+        problem = port_problem(options.metrics_host, options.metrics_port)
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
     started = time.monotonic()
     stop_all = asyncio.Event()
     stand_in = not wants_real_judge(options)
@@ -282,18 +293,18 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             otlp_endpoint=options.otlp_endpoint,
             otlp_protocol=options.otlp_protocol,
         )
+        summary.lower_is_better = lower_is_better(settings)
         agents = ", ".join(f"{a.name} ({a.convention})" for a in AGENTS)
         print(
             f"broker {broker.bootstrap_servers}; traffic: {options.rate:g} traces/s from {agents}, "
             f"at most {options.max_records} traces",
             file=out,
         )
-        print(f"metrics: http://{options.metrics_host}:{port}/metrics", file=out)
         if options.otlp_endpoint:
             print(f"OTLP export: {options.otlp_endpoint} ({options.otlp_protocol})", file=out)
         ending = f"stops after {options.duration_s:g}s or on Ctrl-C" if options.duration_s else "Ctrl-C stops"
         print(
-            f"scorers: {', '.join(DEMO_SCORERS)} (judge); tool-call-accuracy, completeness (code); {ending}\n",
+            f"scorers: {', '.join(DEMO_SCORERS)} (judge); tool-call-accuracy, completeness (code); {ending}",
             file=out,
             flush=True,
         )
@@ -319,6 +330,10 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         deadline = asyncio.ensure_future(asyncio.sleep(options.duration_s)) if options.duration_s else None
         if deadline is not None:
             waiters.add(deadline)
+        # --duration counts from the start, not from when the service serves: the wait is inside it.
+        base = f"http://{_connectable(options.metrics_host)}:{port}"
+        if await wait_until_serving(f"{base}/healthz", service):
+            print(f"metrics: {base}/metrics\n", file=out, flush=True)
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stop_all.set()
         for waiter in waiters:
@@ -331,11 +346,14 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         stop_service.set()
         try:
             await service
+        except StartupFailure as exc:
+            if isinstance(exc.__cause__, OSError):  # the port was taken between the check and the service's bind
+                print(taken_port_line(options.metrics_host, port, exc.__cause__), file=sys.stderr)
+                return 2
+            print(f"demo: the service failed: {exc}", file=sys.stderr)
+            return 1
         except Exception as exc:
-            hint = ""
-            if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
-                hint = f" (is another demo or sidecar on port {port}? --metrics-port 0 picks a free one)"
-            print(f"demo: the service failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+            print(f"demo: the service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
         finally:
             reporter.cancel()
@@ -356,6 +374,32 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
         if stand_in:
             print("(scores above come from the stand-in heuristic judge, not a language model)", file=out)
         return 0
+
+
+def runnable_command() -> str:
+    """``scoring-sidecar`` as this shell can run it: the bare name when the PATH finds this very program, else
+    the path it was started by (``.venv/bin/scoring-sidecar`` from a README command, with no venv activated)."""
+    started_by = sys.argv[0]
+    script = (
+        started_by
+        if Path(started_by).name == "scoring-sidecar"
+        else str(Path(sys.executable).parent / "scoring-sidecar")
+    )
+    if not Path(script).exists():
+        return "scoring-sidecar"
+    found = shutil.which("scoring-sidecar")
+    if found is not None and Path(found).resolve() == Path(script).resolve():
+        return "scoring-sidecar"
+    return script
+
+
+def _connectable(host: str) -> str:
+    """Where to reach a server bound to ``host`` from this machine (a wildcard address is not one)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 def _start_traffic(
@@ -430,7 +474,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
         print(f"traffic: {options.rate:g} traces/s from {agents}, at most {options.max_records}", file=out)
         print(f"config: {config_path}", file=out)
         print(
-            f"ready: in another terminal: scoring-sidecar run --config {config_path}\n"
+            f"ready: in another terminal: {runnable_command()} run --config {config_path}\n"
             f"  then watch http://{options.metrics_host}:{options.metrics_port or 9464}/metrics "
             "(scoring_sidecar_scorer_runs_total); Ctrl-C here stops the broker and the judge\n",
             file=out,
@@ -447,7 +491,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
                 if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                     stop.set()
                 scores = await _score_records(consumer)
-                waiting = "" if scores else " (none yet: is `scoring-sidecar run` running with the config above?)"
+                waiting = "" if scores else f" (none yet: is `{runnable_command()} run` running with the config above?)"
                 print(
                     f"{time.monotonic() - started:.0f}s: {counter[0]} traces produced, {scores} score records on "
                     f"{SCORES_TOPIC}{waiting}",

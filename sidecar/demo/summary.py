@@ -15,12 +15,27 @@ from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
+from sidecar.settings import EvalSettings
 
-__all__ = ["LATENCY_WINDOW_S", "PRICE_REFERENCE_MODEL", "DemoSummary", "percentile", "render_summary"]
+__all__ = [
+    "LATENCY_WINDOW_S",
+    "PRICE_REFERENCE_MODEL",
+    "DemoSummary",
+    "lower_is_better",
+    "percentile",
+    "render_summary",
+]
 
 PRICE_REFERENCE_MODEL = "openai/gpt-4o-mini"  # what the stand-in's tokens would cost with a small real model
 # Latency percentiles cover this recent window, so the table shows how the pipeline is doing now.
 LATENCY_WINDOW_S = 60.0
+
+
+def lower_is_better(settings: EvalSettings) -> frozenset[str]:
+    """The ids of the configured scorers whose kind reads lower as better (toxicity, bias, hallucination)."""
+    return frozenset(
+        scorer.id for scorer in settings.scorers if scorer.prebuilt is not None and scorer.prebuilt.direction == "lower"
+    )
 
 
 def percentile(q: float, values: Sequence[float]) -> float | None:
@@ -76,6 +91,8 @@ class DemoSummary(ServiceObserver):
     tokens_out: int = 0
     cost_usd: float = 0.0
     judge_calls: Counter[str] = field(default_factory=Counter)  # outcome →
+    # Scorers whose averages read the other way round: the table says so, or 0.00 toxicity looks like a fault.
+    lower_is_better: frozenset[str] = frozenset()
     # The reason behind failures, holds and sheds, in words: a count alone does not say what to fix.
     health: JudgeHealth = field(init=False)
     _score_latency: dict[str, _Window] = field(default_factory=dict)  # scorer →
@@ -196,6 +213,9 @@ def render_summary(
         )
     if not summary.cells:
         lines.append("(no scores yet)")
+    lower = sorted(summary.lower_is_better & {scorer for _, scorer in summary.cells})
+    if lower:
+        lines.append(f"lower is better for {', '.join(lower)}; higher for the others")
     calls = sum(summary.judge_calls.values())
     if stand_in:
         reference = _reference_cost(summary.tokens_in, summary.tokens_out)

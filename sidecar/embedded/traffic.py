@@ -58,12 +58,13 @@ AGENTS: tuple[AgentProfile, ...] = (
             Conversation(
                 "partial",
                 "List the benefits of TypeScript in bullet points",
-                "TypeScript provides static typing, better IDE support, and enhanced code reliability.",
+                "The benefits of TypeScript are static typing, better IDE support and more reliable code.",
             ),
             Conversation(
                 "poor",
                 "Write a Python class with initialization, validation, error handling, and documentation",
-                "class Example:\n    def __init__(self, value):\n        self.value = value",
+                "class Example:\n    # the rest is obviously up to you\n"
+                "    def __init__(self, value):\n        self.value = value",
             ),
         ),
     ),
@@ -82,9 +83,13 @@ AGENTS: tuple[AgentProfile, ...] = (
             Conversation(
                 "partial",
                 "Plan a two day itinerary for Rome with restaurants and museums",
-                "Day one: visit the Colosseum. Day two: the Vatican.",
+                "Day one: visit the Colosseum. Day two: the Vatican. Restaurants? Obviously you can find those.",
             ),
-            Conversation("poor", "What documents do I need to travel from Canada to Japan", "Have a nice trip!"),
+            Conversation(
+                "poor",
+                "What documents do I need to travel from Canada to Japan",
+                "Have a nice trip! What a silly question.",
+            ),
         ),
     ),
     AgentProfile(
@@ -103,7 +108,7 @@ AGENTS: tuple[AgentProfile, ...] = (
             Conversation(
                 "poor",
                 "How do I export my invoices as PDF",
-                "Please contact support for any billing questions.",
+                "Please contact support for any billing questions, that is not my job.",
                 tool="send_email",
             ),
         ),

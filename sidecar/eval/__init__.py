@@ -20,9 +20,11 @@ left out; ``targets`` and ``sampling`` do not apply (every item is scored by eve
 run_timeout_s`` bounds each run.
 
 Thresholds (``--threshold ID=MIN`` or ``ID=MIN:MAX``, or ``--thresholds FILE`` mapping an id to ``MIN`` or
-``{min, max}``): bounds in [0, 1] on the scorer's average score divided by its ``scale``. Exit codes: 0 all
-averages within their thresholds; 1 a threshold breached (a scorer with a threshold and no score at all
-breaches it); 2 invalid configuration, dataset or thresholds. Failed items never abort the run.
+``{min, max}``): bounds in [0, 1] on the scorer's average score divided by its ``scale``. Exit codes: 0 every
+run scored (or not scorable) and every average within its threshold; 1 a threshold breached (a scorer with a
+threshold and no score at all breaches it); 2 invalid configuration, dataset or thresholds; 3 runs failed (and
+no threshold breached): the averages leave those items out, so the run proves less than it seems;
+``--allow-failures`` makes that 0. Failed items never abort the run.
 Before anything is scored, a judge that a scorer uses with no ``api_key``, no ``api_base`` and its provider's
 key variable unset (litellm's ``*_API_KEY`` names) is named and the exit code is 2. After the run, the table
 says in words why runs failed, per judge (``sidecar.app.judge_health``).

@@ -10,13 +10,30 @@ from typing import Any, TextIO
 
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver
+from sidecar.core.wording import counted
 from sidecar.eval.dataset import EvalItem
 from sidecar.eval.thresholds import Threshold
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
 
-__all__ = ["EvalReport", "EvalTally", "ItemResult", "Progress", "ScorerTally", "render_report", "write_results"]
+__all__ = [
+    "EXIT_BREACHED",
+    "EXIT_OK",
+    "EXIT_RUNS_FAILED",
+    "EvalReport",
+    "EvalTally",
+    "ItemResult",
+    "Progress",
+    "ScorerTally",
+    "render_report",
+    "write_results",
+]
+
+# eval's exit statuses (2, an invalid configuration, dataset or option, is decided before anything is scored).
+EXIT_OK = 0  # every run scored (or not scorable) and every threshold holds
+EXIT_BREACHED = 1  # a threshold breached
+EXIT_RUNS_FAILED = 3  # thresholds hold (or none given) but runs failed: the averages leave those items out
 
 
 @dataclass(frozen=True)
@@ -106,8 +123,18 @@ class EvalReport:
         ]
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.breaches() else 0
+    def failed(self) -> int:
+        return sum(tally.failed for tally in self.tallies.values())
+
+    @property
+    def runs(self) -> int:
+        return len(self.results)
+
+    def exit_status(self, *, allow_failures: bool = False) -> int:
+        """1 when a threshold is breached; else 3 when runs failed (0 with ``allow_failures``); else 0."""
+        if self.breaches():
+            return EXIT_BREACHED
+        return EXIT_RUNS_FAILED if self.failed and not allow_failures else EXIT_OK
 
 
 def write_results(report: EvalReport, out: TextIO) -> int:
@@ -117,9 +144,9 @@ def write_results(report: EvalReport, out: TextIO) -> int:
     return len(report.results)
 
 
-def render_report(report: EvalReport) -> str:
+def render_report(report: EvalReport, *, allow_failures: bool = False) -> str:
     lines = [
-        f"{report.items} items x {len(report.tallies)} scorers in {report.elapsed_s:.1f}s"
+        f"{counted(report.items, 'item')} x {counted(len(report.tallies), 'scorer')} in {report.elapsed_s:.1f}s"
         + (f" (judges: {', '.join(report.judge_labels)})" if report.judge_labels else ""),
         f"{'scorer':<22} {'avg':>6} {'scored':>6} {'failed':>6} {'not scorable':>12} {'tokens in':>10} "
         f"{'tokens out':>10} {'est. cost':>10}  threshold",
@@ -148,15 +175,23 @@ def render_report(report: EvalReport) -> str:
             counts = ", ".join(f"{label} {count}" for label, count in sorted(tally.labels.items(), key=_most_first))
             lines.append(f"{scorer} labels: {counts}")
     lines.append(f"judge tokens {total_in} in / {total_out} out, estimated cost ${total_cost:.4f}")
-    failed = sum(tally.failed for tally in report.tallies.values())
+    failed = report.failed
     if failed:
         lines.append(
-            f"{failed} runs failed"
+            f"{counted(failed, 'run')} failed"
             + (":" if report.judge_notes else " (the judges answered every call: see each result's error, --output)")
         )
     lines.extend(f"  {note}" for note in report.judge_notes)
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
+    if failed:
+        runs = f"{failed} of {counted(report.runs, 'run')}" if report.runs else counted(failed, "run")
+        lines.append(
+            f"RUNS FAILED: {runs} (accepted: --allow-failures)"
+            if allow_failures
+            else f"RUNS FAILED: {runs} {'has' if failed == 1 else 'have'} no score (the averages leave them out); "
+            "--allow-failures accepts them"
+        )
     return "\n".join(lines)
 
 

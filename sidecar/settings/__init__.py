@@ -30,7 +30,7 @@ from sidecar.settings.exporters import (
 )
 from sidecar.settings.judges import CircuitBreakerSettings, JudgeSettings
 from sidecar.settings.kafka import KafkaSecuritySettings, KafkaSettings
-from sidecar.settings.loading import expand_env, load_eval_settings, load_settings
+from sidecar.settings.loading import expand_env, load_eval_settings, load_settings, load_settings_as_written
 from sidecar.settings.root import EvalSettings, Settings
 from sidecar.settings.runtime import RuntimeSettings, TraceBufferSettings
 from sidecar.settings.scorers import ScorerSettings, ScorerTargets, parse_python_kind
@@ -56,5 +56,6 @@ __all__ = [
     "expand_env",
     "load_eval_settings",
     "load_settings",
+    "load_settings_as_written",
     "parse_python_kind",
 ]

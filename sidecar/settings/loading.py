@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sidecar.settings.errors import SettingsError, SettingsProblem, _message
+from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.root import EvalSettings, Settings
+from sidecar.settings.scorers import ScorerSettings
 
-__all__ = ["expand_env", "load_eval_settings", "load_settings"]
+__all__ = ["expand_env", "load_eval_settings", "load_settings", "load_settings_as_written"]
 
 
 Loc = tuple[str | int, ...]
@@ -63,6 +66,9 @@ class _Document:
     def __init__(self, text: str, environ: Mapping[str, str] | None) -> None:
         self.lines: dict[Loc, int] = {}
         self.problems: list[SettingsProblem] = []
+        # Values that expanded to nothing (``${KAFKA_SASL_PASSWORD:-}`` with the variable unset): path -> the
+        # value as written, so that a problem with that key can name the variable behind it.
+        self.empty_expansions: dict[str, str] = {}
         self._environ = environ
         self._loader = yaml.SafeLoader(text)
         try:
@@ -102,10 +108,14 @@ class _Document:
             return items
         value = self._loader.construct_object(node, deep=True)
         if isinstance(value, str) and "$" in value:
+            written = value
             try:
                 value = expand_env(value, self._environ)
             except _EnvError as exc:
                 self.problems.append(SettingsProblem(_path(loc), node.start_mark.line + 1, str(exc)))
+            else:
+                if not value.strip() and _ENV_REF.search(written):
+                    self.empty_expansions[_path(loc)] = written
         return value
 
     def line_of(self, loc: Loc) -> int | None:
@@ -114,6 +124,20 @@ class _Document:
             if line is not None:
                 return line
         return None
+
+
+def _naming_empty_variables(problem: SettingsProblem, empty: Mapping[str, str]) -> SettingsProblem:
+    """``problem``, saying which variable left its key empty (a ``required`` message alone does not say that
+    the key is written, as ``${VAR:-}``, and its variable unset)."""
+    written = empty.get(problem.path)
+    if written is None:
+        return problem
+    names = [ref["name"] for m in _ENV_REF.finditer(written) if m.group(1) and (ref := _ENV_NAME.match(m.group(1)))]
+    unset = " and ".join(dict.fromkeys(names))
+    verb = "is" if len(set(names)) == 1 else "are"
+    return SettingsProblem(
+        problem.path, problem.line, f"{problem.message} (written {written}: {unset} {verb} unset or empty)"
+    )
 
 
 def _path(loc: Sequence[str | int]) -> str:
@@ -196,6 +220,61 @@ def _problems_from(exc: ValidationError, doc: _Document, root: type[BaseModel]) 
         yield SettingsProblem(_path(loc), doc.line_of(loc), message)
 
 
+_PLACEHOLDER_KIND = ""  # no registered kind: an invalid scorer stands in as one no cross-block rule concerns
+
+
+def _valid_blocks(data: Mapping[str, Any], model: type[EvalSettings]) -> dict[str, Any]:
+    """The blocks of ``data`` that validate on their own. Scorers and judges are taken item by item, an
+    invalid one kept as a placeholder so that the others keep their index (problems name ``scorers[3]``) and a
+    judge's name stays declared; a block that does not validate is left out."""
+    parts: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        raw = data.get(name)
+        if name == "scorers" and isinstance(raw, list):
+            scorers = []
+            for i, item in enumerate(raw):
+                try:
+                    scorers.append(ScorerSettings.model_validate(item))
+                except ValidationError:
+                    fields: dict[str, Any] = {"id": f"(invalid scorers[{i}])", "kind": _PLACEHOLDER_KIND, "judge": None}
+                    scorers.append(typing.cast(ScorerSettings, ScorerSettings.model_construct(**fields)))
+            parts[name] = tuple(scorers)
+        elif name == "judges" and isinstance(raw, dict):
+            judges = {}
+            for judge, item in raw.items():
+                try:
+                    judges[str(judge)] = JudgeSettings.model_validate(item)
+                except ValidationError:
+                    judges[str(judge)] = typing.cast(JudgeSettings, JudgeSettings.model_construct())
+            parts[name] = judges
+        elif raw is None and not field.is_required():
+            parts[name] = field.get_default(call_default_factory=True)
+        elif raw is not None and field.annotation is not None:
+            with contextlib.suppress(ValidationError):  # an invalid block is left out
+                parts[name] = TypeAdapter(field.annotation).validate_python(raw)
+    return parts
+
+
+def _cross_block_problems(doc: _Document, model: type[EvalSettings]) -> Iterator[SettingsProblem]:
+    """The rules that span blocks (the root model's after-validators: scorers naming declared judges, eval-only
+    kinds in a live file, topics that must differ) run only once every field validates, and stop at the first
+    rule that fails. Here each runs on the blocks that are valid on their own, so that one pass of ``validate``
+    lists every problem. A rule that needs a block which is itself invalid is skipped: that block's own problems
+    are reported, and the rule runs once they are fixed."""
+    if not isinstance(doc.data, Mapping):
+        return
+    partial = model.model_construct(**_valid_blocks(doc.data, model))
+    for decorator in model.__pydantic_decorators__.model_validators.values():
+        if decorator.info.mode != "after":
+            continue
+        try:
+            decorator.func(partial)
+        except ValidationError as exc:
+            yield from _problems_from(exc, doc, model)
+        except (AttributeError, TypeError, KeyError):
+            continue  # the rule reads a block left out above
+
+
 def load_settings(source: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
     """The live service's settings from a YAML file (a ``Path``) or YAML text (a ``str``).
 
@@ -210,10 +289,24 @@ def load_eval_settings(source: str | Path, *, environ: Mapping[str, str] | None 
     return _load(source, EvalSettings, environ)
 
 
+def load_settings_as_written(source: str | Path, *, environ: Mapping[str, str] | None = None) -> EvalSettings:
+    """What ``validate`` checks: the live service's :class:`Settings` (every rule of ``run``) when the file has
+    a ``kafka`` block, else :class:`EvalSettings` (a file for ``eval``)."""
+    return _load(source, None, environ)
+
+
 SettingsT = typing.TypeVar("SettingsT", bound=EvalSettings)
 
 
-def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str] | None) -> SettingsT:
+@typing.overload
+def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str] | None) -> SettingsT: ...
+
+
+@typing.overload
+def _load(source: str | Path, model: None, environ: Mapping[str, str] | None) -> EvalSettings: ...
+
+
+def _load(source: str | Path, model: type[EvalSettings] | None, environ: Mapping[str, str] | None) -> EvalSettings:
     if isinstance(source, Path):
         name: str | None = str(source)
         try:
@@ -234,6 +327,8 @@ def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str]
         raise SettingsError([SettingsProblem("", None, f"YAML error: {type(exc).__name__}")], name) from None
     if not isinstance(doc.data, dict):
         raise SettingsError([SettingsProblem("", 1, "the configuration must be a mapping (key: value)")], name)
+    if model is None:
+        model = Settings if "kafka" in doc.data else EvalSettings
     # Environment and duplicate-key problems are reported together with the validation problems
     # (a value whose variable is missing is validated unexpanded; its own validation error is dropped).
     problems = list(doc.problems)
@@ -242,7 +337,10 @@ def _load(source: str | Path, model: type[SettingsT], environ: Mapping[str, str]
     except ValidationError as exc:
         known = {p.path for p in problems}
         problems.extend(p for p in _problems_from(exc, doc, model) if p.path not in known)
+        seen = {(p.path, p.message) for p in problems}
+        problems.extend(p for p in _cross_block_problems(doc, model) if (p.path, p.message) not in seen)
     if problems:
+        problems = [_naming_empty_variables(p, doc.empty_expansions) for p in problems]
         raise SettingsError(sorted(problems, key=lambda p: (p.line or 0, p.path)), name)
     settings._source.lines.update((_path(loc), line) for loc, line in doc.lines.items())
     return settings

@@ -75,6 +75,9 @@ class ScorerTargets(_Frozen):
 ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
 
 
+_SAMPLING = "a fraction from 0 to 1 of the traces to score: 0.25 scores a quarter of them (not 25%)"
+
+
 class ScorerSettings(_Frozen):
     """One scorer: what it is (``kind``), which judge, its options, and what it scores."""
 
@@ -85,6 +88,18 @@ class ScorerSettings(_Frozen):
     sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
     targets: ScorerTargets = ScorerTargets()
     scale: float = Field(default=1.0, gt=0)  # the score's maximum, to normalise metrics to [0, 1]
+
+    @field_validator("sampling", mode="before")
+    @classmethod
+    def _a_fraction(cls, value: Any) -> Any:
+        # "25%" is natural to write: say what is meant instead of "unable to parse string as a number" (numbers
+        # out of range keep the bounds' own message).
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                raise PydanticCustomError("settings", "{detail}", {"detail": _SAMPLING}) from None
+        return value
 
     @field_validator("kind")
     @classmethod

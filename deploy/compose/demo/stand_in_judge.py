@@ -1,4 +1,4 @@
-"""The compose stack's stand-in judge: OpenAI-compatible, answers with a keyword-overlap heuristic.
+"""The compose stack's stand-in judge: OpenAI-compatible, answers with transparent word rules.
 
 It is NOT a language model (see sidecar.embedded.heuristic_judge): it lets the stack run with no API key.
 Runs in the scoring-sidecar image: python /demo/stand_in_judge.py (PORT, default 8080).

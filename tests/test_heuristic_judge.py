@@ -1,0 +1,298 @@
+"""The stand-in judge (``sidecar.embedded.heuristic_judge``): its scores go the way each kind reads.
+
+Every score here goes through the real path: the kind's scorer built from a configuration, its judge client
+over HTTP to a ``JudgeServer`` answering with ``heuristic_reply``, the runs mapped from the demo's own traces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from statistics import mean
+from typing import Any
+
+import pytest
+import yaml
+
+from sidecar.app.scorer_factory import build_scorers
+from sidecar.conventions import spans_to_runs
+from sidecar.core import ScorerRunRequest, SpanTarget
+from sidecar.demo.command import demo_settings, stand_in_judge_config
+from sidecar.embedded.heuristic_judge import heuristic_reply
+from sidecar.embedded.traffic import AGENTS, AgentProfile, Conversation, TrafficGenerator
+from sidecar.runtime.attempt import attempt_scorer
+from sidecar.scorers.registry import scorer_kinds
+from sidecar.scoring.types import ScorerRunResult
+from sidecar.settings import load_eval_settings
+from sidecar.testing.judge_server import JudgeServer
+from tests.support.agent_runs import agent_run
+
+QUALITIES = ("excellent", "partial", "poor")
+
+
+def _demo_run(agent: AgentProfile, conversation: Conversation) -> bytes:
+    """One trace of ``agent`` answering ``conversation``, as the demo's producer writes it."""
+    only = AgentProfile(agent.name, agent.service, agent.system, agent.convention, (conversation,))
+    return TrafficGenerator(agents=[only]).trace().request.SerializeToString()
+
+
+async def _score(scorer: Any, request: ScorerRunRequest, **kwargs: Any) -> ScorerRunResult:
+    attempt = await attempt_scorer(scorer, request, timeout_s=30, **kwargs)
+    assert attempt.outcome == "scored", (scorer.id, attempt.error)
+    assert attempt.result is not None and attempt.result.score is not None
+    return attempt.result
+
+
+async def test_the_stand_in_orders_the_demos_answers_good_partial_poor_for_every_kind_the_demo_runs(
+    judge_server: JudgeServer,
+) -> None:
+    """The demo's summary must read right: for every scorer of the demo, its good answers score better on
+    average than its partial ones, and those better than its poor ones (worse, for the kinds where lower is
+    better: toxicity); and within each agent, its best answer beats its worst one."""
+    from sidecar.ingest import decode_traces
+
+    judge_server.reset(heuristic_reply)
+    settings = demo_settings(
+        bootstrap="127.0.0.1:9", judge=stand_in_judge_config(judge_server.url), metrics_host="127.0.0.1", metrics_port=0
+    )
+    scorers = build_scorers(settings)
+    kinds = scorer_kinds()
+    scores: dict[str, dict[tuple[str, str], float]] = {s.id: {} for s in settings.scorers}
+    for agent in AGENTS:
+        for conversation in agent.conversations:
+            traces = decode_traces(_demo_run(agent, conversation))
+            for configured in settings.scorers:
+                runs = spans_to_runs(traces, configured.selection()).runs
+                if runs:  # tool-call accuracy targets the agent that calls tools
+                    result = await _score(scorers[configured.id], runs[0])
+                    scores[configured.id][(agent.name, conversation.quality)] = float(result.score or 0.0)
+    assert set(scores) == {"prompt-alignment", "answer-relevancy", "toxicity", "tool-call-accuracy", "completeness"}
+    report = json.dumps({k: {f"{a}/{q}": s for (a, q), s in v.items()} for k, v in scores.items()}, indent=1)
+    for configured in settings.scorers:
+        by_quality = scores[configured.id]
+        sign = 1 if kinds[configured.kind].direction == "higher" else -1
+        averages = [
+            sign * mean(s for (_, q), s in by_quality.items() if q == quality)
+            for quality in QUALITIES
+            if any(q == quality for _, q in by_quality)
+        ]
+        assert len(averages) >= 2, configured.id
+        assert averages == sorted(averages, reverse=True) and len(set(averages)) == len(averages), (
+            f"{configured.id}: averages by quality {averages} (sign {sign}) not strictly ordered:\n{report}"
+        )
+        for agent in AGENTS:
+            mine = [(QUALITIES.index(q), s) for (a, q), s in by_quality.items() if a == agent.name]
+            if len(mine) >= 2:
+                best, worst = min(mine)[1], max(mine)[1]
+                assert sign * best > sign * worst, f"{configured.id} on {agent.name}:\n{report}"
+    # A newcomer reads these numbers in the demo's table: relevancy of a good answer is not 0.
+    assert scores["answer-relevancy"][("support-bot", "excellent")] >= 0.8, report
+
+
+PASSWORD = "How do I reset my password on the account settings page"
+GOOD = next(c.answer for a in AGENTS for c in a.conversations if c.user == PASSWORD)
+PARTIAL = "To reset your password, open the account settings page."
+POOR = "Please contact support for any billing questions, that is not my job."
+CONTEXT = [
+    "To reset a password, open the account settings page and choose 'Reset password'.",
+    "We email a link to set a new password.",
+    "Invoices are exported as PDF from the billing page.",
+]
+TRUTH = "Open the account settings page, choose 'Reset password' and follow the emailed link to set a new password."
+SOURCE = (
+    "To reset a password, open the account settings page and choose 'Reset password'. We email a link to set a "
+    "new password. The link expires after 24 hours."
+)
+
+
+def _request(question: str, answer: str) -> ScorerRunRequest:
+    run_input, output = agent_run(question, answer)
+    return ScorerRunRequest(
+        target=SpanTarget(trace_id="0" * 31 + "1", span_id="0" * 15 + "1"), input=run_input, output=output
+    )
+
+
+# kind → (options, [(label, question, answer, ground truth, context)] from best to worst)
+Case = tuple[str, str, str, Any, list[str] | None]
+CASES: dict[str, tuple[dict[str, Any], list[Case]]] = {
+    "bias": (
+        {},
+        [
+            ("good", PASSWORD, GOOD, None, None),
+            ("poor", PASSWORD, "Boomers never manage settings pages on their own, ask someone younger.", None, None),
+        ],
+    ),
+    "faithfulness": (
+        {},
+        [
+            ("good", PASSWORD, GOOD, None, CONTEXT),
+            ("poor", PASSWORD, "Passwords reset by themselves after 3 days.", None, CONTEXT),
+        ],
+    ),
+    "hallucination": (
+        {},
+        [
+            ("good", PASSWORD, GOOD, None, CONTEXT),
+            ("poor", PASSWORD, "Passwords reset by themselves after 3 days.", None, CONTEXT),
+        ],
+    ),
+    "context-precision": (
+        {},
+        [("good", PASSWORD, GOOD, None, CONTEXT), ("poor", PASSWORD, POOR, None, CONTEXT)],
+    ),
+    "context-relevance": (
+        {},
+        [("good", PASSWORD, GOOD, None, CONTEXT), ("poor", PASSWORD, GOOD, None, CONTEXT[2:])],
+    ),
+    "context-recall": (
+        {},
+        [("good", PASSWORD, GOOD, TRUTH, CONTEXT), ("poor", PASSWORD, GOOD, TRUTH, CONTEXT[2:])],
+    ),
+    "answer-similarity": (
+        {},
+        [
+            ("good", PASSWORD, GOOD, TRUTH, None),
+            ("partial", PASSWORD, PARTIAL, TRUTH, None),
+            ("poor", PASSWORD, POOR, TRUTH, None),
+        ],
+    ),
+    "summarization": (
+        {},
+        [
+            (
+                "good",
+                SOURCE,
+                "Open the account settings page, choose 'Reset password' and use the emailed link within 24 hours.",
+                None,
+                None,
+            ),
+            ("partial", SOURCE, "Open the account settings page and choose 'Reset password'.", None, None),
+            ("poor", SOURCE, "Contact support about billing.", None, None),
+        ],
+    ),
+    "noise-sensitivity": (
+        {"baseline_response": GOOD, "noisy_query": PASSWORD + " (also, is it sunny in Rome today?)"},
+        [("good", PASSWORD, GOOD, None, None), ("poor", PASSWORD, "It is sunny in Rome today.", None, None)],
+    ),
+    "rubric": (
+        {
+            "criteria": [
+                {"description": "Gives numbered steps", "required": True},
+                {"description": "Mentions the account settings page", "required": True},
+                {"description": "Apologises for the trouble", "required": False},
+            ]
+        },
+        [("good", PASSWORD, GOOD, None, None), ("poor", PASSWORD, POOR, None, None)],
+    ),
+}
+
+
+def _eval_settings(judge_url: str, kind: str, options: Mapping[str, Any]) -> Any:
+    config = {
+        "judges": {"default": stand_in_judge_config(judge_url)},
+        "scorers": [{"id": kind, "kind": kind, "judge": "default", "options": dict(options)}],
+    }
+    return load_eval_settings(yaml.safe_dump(config))
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+async def test_the_stand_in_scores_each_judged_kind_the_way_it_reads(judge_server: JudgeServer, kind: str) -> None:
+    """Beyond the demo's kinds: a better answer (or retrieval, or summary) scores better, in the kind's
+    direction; a middling one lands between."""
+    judge_server.reset(heuristic_reply)
+    options, cases = CASES[kind]
+    scorer = build_scorers(_eval_settings(judge_server.url, kind, options))[kind]
+    sign = 1 if scorer_kinds()[kind].direction == "higher" else -1
+    scores = []
+    for label, question, answer, truth, context in cases:
+        result = await _score(
+            scorer,
+            _request(question, answer),
+            ground_truth=truth,
+            request_context={"context": context} if context is not None else None,
+        )
+        scores.append((label, sign * float(result.score or 0.0)))
+    values = [s for _, s in scores]
+    assert values[0] > values[-1], scores
+    assert values == sorted(values, reverse=True), scores
+
+
+def test_every_judged_prebuilt_kind_is_covered_here() -> None:
+    judged = {name for name, kind in scorer_kinds().items() if kind.prebuilt and kind.needs_judge}
+    demo = {"prompt-alignment", "answer-relevancy", "toxicity"}
+    tools = {"tool-call-accuracy-llm", "trajectory-llm"}  # scored on the demo's tool calls below
+    assert judged == set(CASES) | demo | tools
+
+
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [
+        ("tool-call-accuracy-llm", {}),
+        ("tool-call-accuracy-llm", {"available_tools": [{"id": "lookup_account", "description": "finds an account"}]}),
+        ("trajectory-llm", {"expected_trajectory": ["lookup_account"]}),
+        ("trajectory-llm", {}),
+    ],
+)
+async def test_the_stand_in_judges_the_demos_tool_calls(
+    judge_server: JudgeServer, kind: str, options: dict[str, Any]
+) -> None:
+    """The support agent looks the account up before answering how to reset a password (good), and sends an
+    email when asked for invoices (poor)."""
+    from sidecar.ingest import decode_traces
+
+    judge_server.reset(heuristic_reply)
+    scorer = build_scorers(_eval_settings(judge_server.url, kind, options))[kind]
+    support = next(a for a in AGENTS if a.name == "support-bot")
+    scores = {}
+    for conversation in support.conversations:
+        run = spans_to_runs(decode_traces(_demo_run(support, conversation))).runs[0]
+        scores[conversation.quality] = float((await _score(scorer, run)).score or 0.0)
+    assert scores["excellent"] > scores["poor"], scores
+
+
+async def test_the_stand_in_grades_the_configured_rubric_as_configured(judge_server: JudgeServer) -> None:
+    """The report lists the configured criteria, word for word, with their required flags, and grades them."""
+    judge_server.reset(heuristic_reply)
+    options, _ = CASES["rubric"]
+    scorer = build_scorers(_eval_settings(judge_server.url, "rubric", options))["rubric"]
+    good = await _score(scorer, _request(PASSWORD, GOOD))
+    poor = await _score(scorer, _request(PASSWORD, POOR))
+    assert (good.score, poor.score) == (1, 0)
+    assert good.reason is not None and poor.reason is not None
+    lines = good.reason.splitlines()
+    assert any(line.startswith("[met] (required) Gives numbered steps: stand-in heuristic") for line in lines), lines
+    assert any(line.startswith("[met] (required) Mentions the account settings page: ") for line in lines), lines
+    assert any(line.startswith("[NOT met] (optional) Apologises for the trouble: ") for line in lines), lines
+    assert "[NOT met] (required) Gives numbered steps" in poor.reason, poor.reason
+    assert "[NOT met] (required) Mentions the account settings page" in poor.reason, poor.reason
+
+
+async def test_the_stand_in_answers_a_users_own_schema_from_the_texts_it_quotes(judge_server: JudgeServer) -> None:
+    """A ``python:`` scorer's step (the README's instruction-following example): a value of its schema, with
+    its verdict and numbers taken from how much of the question the answer repeats."""
+    from pydantic import BaseModel
+
+    from sidecar.scoring import JudgeModel, create_scorer
+
+    class Verdict(BaseModel):
+        follows_instructions: bool
+        confidence: float
+
+    judge_server.reset(heuristic_reply)
+    scorer = (
+        create_scorer(
+            id="instruction-following",
+            judge={"model": JudgeModel(model="openai/stand-in", api_base=judge_server.url, api_key="k")},
+        )
+        .analyze(
+            description="Does the answer follow the instructions?",
+            create_prompt=lambda ctx: f"Question: {ctx.run.input}\nAnswer: {ctx.run.output}",
+            output_schema=Verdict,
+        )
+        .generate_score(lambda ctx: ctx.results.analyze_step_result.confidence)
+    )
+    good = await scorer.run(
+        input="Name three museums in Paris", output="Three museums in Paris: the Louvre, Orsay, Pompidou"
+    )
+    poor = await scorer.run(input="Name three museums in Paris", output="Have a nice trip!")
+    assert good.score is not None and poor.score is not None and good.score > poor.score
