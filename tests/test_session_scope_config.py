@@ -23,13 +23,16 @@ scorers:
 
 
 def scorer_yaml(kind: str, scope: str, options: str = "") -> str:
-    return HEAD + f"""\
+    return (
+        HEAD
+        + f"""\
   - id: s
     kind: {kind}
     judge: default
     targets:
       scope: {scope}
 {options}"""
+    )
 
 
 WHOLE = "conversation-completeness, knowledge-retention, llm-judge, role-adherence, user-frustration"
