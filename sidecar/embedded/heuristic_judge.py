@@ -2,7 +2,8 @@
 
 It answers prompt alignment's analysis with its own keyword dimensions, any other judged step with a value
 of the JSON schema the step asks for (numbers from word overlap, yes/no verdicts by it, short strings), and
-reason steps with a sentence, so that the whole pipeline runs with no API key, whatever the scorers. Its
+reason steps with a sentence, so that the whole pipeline runs with no API key, whatever the scorers (the
+conversation judges' per-turn verdicts: ``sidecar.embedded.conversation_judge``). Its
 scores mean only this: the share of the request's content words that the response repeats (and, for prompt
 alignment, whether a requested list or code format is present).
 """
@@ -13,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from sidecar.embedded.conversation_judge import answer_conversation_judge, is_conversation_judge
 from sidecar.testing.judge_server import Reply
 
 __all__ = ["STAND_IN_MODEL", "STAND_IN_NOTICE", "heuristic_reply"]
@@ -122,6 +124,8 @@ def heuristic_reply(body: dict[str, Any]) -> Reply:
         return Reply(content=text, usage=usage)
     if "intentAlignment" in json.dumps(schema):
         content = json.dumps(_prompt_alignment(prompt, schema))
+    elif is_conversation_judge(schema):
+        content = json.dumps(answer_conversation_judge(prompt, schema))
     else:  # any other scorer: an answer of the requested shape, its numbers and verdicts from word overlap
         blocks = _BLOCKS.findall(prompt)
         overlap = max((_overlap(b, blocks[-1]) for b in blocks[:-1]), default=1.0)
