@@ -75,3 +75,54 @@ def session_run(
 def run_kwargs(request: ScorerRunRequest) -> dict[str, Any]:
     """``scorer.run(**run_kwargs(request))``, as the runtime calls it."""
     return {"input": request.input, "output": request.output}
+
+
+def turn_run(request_bytes: bytes) -> ScorerRunRequest:
+    """The whole-trace run of a turn's trace (one OTLP export), as stage 1 builds it from a ready trace."""
+    from sidecar.conventions import Selection
+    from sidecar.conventions.trace_runs import group_by_trace, trace_runs
+    from sidecar.ingest import decode_traces
+
+    [spans] = group_by_trace(decode_traces(request_bytes)).values()
+    [run] = trace_runs(spans, Selection(), ready_reason="root_idle").runs
+    return run
+
+
+def session_of_turns(turns: Sequence[ScorerRunRequest], conversation_id: str) -> ScorerRunRequest:
+    """The session run of a conversation's turns per the contract: input message i is turn i's user message,
+    output message i its answer with the turn's tool invocations inside, the first turn's system messages, the
+    last turn's agent span as the target. What stage 2 hands to scorers, here for tests of what they score."""
+    from sidecar.scoring.agent import MessageContent, TextPart, ToolInvocationPart
+
+    inputs = []
+    outputs = []
+    for run in turns:
+        span = run.target.span_id
+        user = [m for m in run.input.input_messages if m.role == "user"][-1]
+        inputs.append(user_message(user.text, id=f"{span}-in-0"))
+        calls = [ToolInvocationPart(tool_invocation=c) for m in run.output for c in m.tool_invocations]
+        answer = [m.text for m in run.output if m.role == "assistant" and m.text]
+        parts: list[Any] = [*calls, *([TextPart(text=answer[-1])] if answer else [])]
+        outputs.append(
+            assistant_message(id=f"{span}-out-0").model_copy(update={"content": MessageContent(parts=tuple(parts))})
+        )
+    window = SessionWindow(
+        conversation_id=conversation_id,
+        turns=tuple(
+            SessionTurn(
+                trace_id=run.target.trace_id,
+                span_id=run.target.span_id,
+                start_time_unix_nano=i,
+                end_time_unix_nano=run.target.end_time_unix_nano,
+                agent_name=run.target.agent_name,
+            )
+            for i, run in enumerate(turns)
+        ),
+        close_reason="idle",
+    )
+    return ScorerRunRequest(
+        target=turns[-1].target,
+        input=AgentRunInput(input_messages=tuple(inputs), system_messages=turns[0].input.system_messages),
+        output=tuple(outputs),
+        session=window,
+    )
