@@ -16,6 +16,9 @@ The classifier (:class:`StatusClassifier`) reads each answer; a sink's hooks are
 * any other status (400, 413, 422…): rejected: the batch is split to find the culprit, which is dropped
   with the destination's words.
 
+A destination with several endpoints (Phoenix: span annotations and session annotations) names each item's
+URL (``url_of``): a batch is posted as one request per endpoint, in order, each answer settling its own items.
+
 Headers (credentials) are sent as given and never logged; ``repr`` names the URL only.
 """
 
@@ -115,9 +118,11 @@ class HttpBatchSink(Generic[V]):
         params: Mapping[str, str] | None = None,
         timeout_s: float = 10.0,
         observer: ServiceObserver | None = None,
+        url_of: Callable[[V], str] | None = None,
     ) -> None:
         self.name = name
         self.url = url
+        self._url_of = url_of
         self.timeout_s = timeout_s
         self.destination = destination
         self._item = item
@@ -193,8 +198,18 @@ class HttpBatchSink(Generic[V]):
 
     # -- the transport ----------------------------------------------------------------------------------------
     async def send(self, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
+        if self._url_of is None:
+            await self._send_to(self.url, batch, settle)
+            return
+        groups: dict[str, list[Entry[V]]] = {}
+        for entry in batch:
+            groups.setdefault(self._url_of(entry.value), []).append(entry)
+        for url, entries in groups.items():
+            await self._send_to(url, entries, settle)
+
+    async def _send_to(self, url: str, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
         values = [entry.value for entry in batch]
-        verdict = await self._post(values)
+        verdict = await self._post(url, values)
         if isinstance(verdict, Refused):
             if verdict.problem != self._problem:
                 self._problem = verdict.problem
@@ -211,12 +226,12 @@ class HttpBatchSink(Generic[V]):
             self._problem = None
         settle(batch, verdict)
 
-    async def _post(self, values: list[V]) -> Verdict:
+    async def _post(self, url: str, values: list[V]) -> Verdict:
         session = self._session
         if session is None:
             return failed("the sink is closed")
         try:
-            async with session.post(self.url, params=self._params, json=self._payload(values)) as response:
+            async with session.post(url, params=self._params, json=self._payload(values)) as response:
                 answer = HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS])
