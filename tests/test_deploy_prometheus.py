@@ -51,7 +51,7 @@ SUBSTITUTIONS = {
 
 # Panel targets allowed to return no data in this test, each with its reason. Keep it empty if you can.
 _NO_SESSION_STAGE = (
-    "conversation scorers (scoring_sidecar_scorer_info{scope=\"session\"}) score once the session stage runs: "
+    'conversation scorers (scoring_sidecar_scorer_info{scope="session"}) score once the session stage runs: '
     "feed this sidecar conversations and a scope session scorer then, and drop this entry"
 )
 NO_DATA_EXPECTED: dict[str, str] = {
