@@ -1,4 +1,4 @@
-"""Scores as Arize Phoenix span annotations, over Phoenix's REST API (docs/phoenix.md).
+"""Scores as Arize Phoenix span and session annotations, over Phoenix's REST API (docs/phoenix.md).
 
 :func:`span_annotation` is the format: one annotation per scored run, on the scored span. Its name is the
 scorer id, its annotator kind ``LLM`` (a judged scorer) or ``CODE``, its result the score and the reason as
@@ -6,9 +6,15 @@ explanation, its metadata the score id, the scorer's fingerprint, the judge mode
 ``identifier`` is the deterministic score id, and Phoenix keeps one annotation per (name, span,
 identifier): a redelivered run updates the annotation instead of adding one.
 
+A run of a whole conversation (``scope: session``) is a **session annotation** instead
+(:func:`session_annotation`, ``POST /v1/session_annotations``): the same fields on the session whose id is the
+conversation id (Phoenix files traces under the ``session.id`` attribute, and maps ``gen_ai.conversation.id``
+to it), with the window's turns in its metadata; Phoenix keeps one per (name, session, identifier).
+
 :class:`PhoenixAnnotationSink` is the exporter: an ``exporters.delivery.HttpBatchSink`` (the delivery
 rules of every sink: bounded, batched, flushed to a watermark, ``Retry-After`` honoured) whose endpoint is
-``POST /v1/span_annotations?sync=true``, so that Phoenix answers only once the annotations are stored (its
+``POST /v1/span_annotations?sync=true`` (``/v1/session_annotations`` for session runs; a batch holding both is
+one request per endpoint), so that Phoenix answers only once the annotations are stored (its
 default, asynchronous mode answers 200 before anything is stored, and silently drops an annotation whose
 span it does not know). Failed batches are sent again after a backoff and at every flush; a 401/403 (the
 API key) or a 404 that is not about spans or a 405 (no Phoenix REST API at that URL) is the sink's
@@ -17,13 +23,14 @@ alone, logged with its score id and Phoenix's reason, counted (``rejected``), se
 dead-letter topic (``exporters.dead_letters``) and not retried.
 
 A span Phoenix does not know yet (the trace reaches Phoenix after the score, or never): Phoenix answers 404
-naming the span ids. Those annotations wait, and are tried again with a short backoff, for up to
-``span_wait_s`` after the first such answer (default 300 s, the OpenTelemetry Collector's own retry limit
-for an export, so spans a Collector is still retrying into a restarted Phoenix are waited for). Meanwhile
-they are unconfirmed: records after them are not committed (a flush waits for them within its timeout, so
-a trace a few seconds late costs nothing). Past ``span_wait_s`` the annotation is dropped with an ERROR line
-naming the span and score, and counted (``span_not_found``): the score stays in Kafka and on the OTLP
-spans. The other annotations of a batch with an unknown span are sent again at once.
+naming the span ids (a session it does not know: the session ids, and the same rule). Those annotations wait,
+and are tried again with a short backoff, for up to ``span_wait_s`` after the first such answer (default 300
+s, the OpenTelemetry Collector's own retry limit for an export, so spans a Collector is still retrying into a
+restarted Phoenix are waited for). Meanwhile they are unconfirmed: records after them are not committed (a
+flush waits for them within its timeout, so a trace a few seconds late costs nothing). Past ``span_wait_s``
+the annotation is dropped with an ERROR line naming the span and score, and counted (``span_not_found``): the
+score stays in Kafka and on the OTLP spans. The other annotations of a batch with an unknown span are sent
+again at once.
 
 The API key goes in an ``Authorization: Bearer`` header and is never logged. The ``exporters.phoenix``
 block (:class:`PhoenixExporterSettings`) and the exporter's declaration close the module.
@@ -69,15 +76,18 @@ __all__ = [
     "MAX_EXPLANATION_CHARS",
     "PHOENIX_API_KEY_ENV",
     "PHOENIX_RESERVED_ANNOTATION_NAME",
+    "SESSION_ANNOTATIONS_PATH",
     "AnnotatorKind",
     "PhoenixAnnotationSink",
     "PhoenixExporterSettings",
+    "session_annotation",
     "span_annotation",
 ]
 
 log = logging.getLogger(__name__)
 
 ANNOTATIONS_PATH: Final = "/v1/span_annotations"
+SESSION_ANNOTATIONS_PATH: Final = "/v1/session_annotations"
 MAX_EXPLANATION_CHARS: Final = 4096
 AnnotatorKind = Literal["LLM", "CODE"]
 DropReason = Literal["rejected", "span_not_found"]
@@ -85,8 +95,10 @@ DROP_REASONS: Final[tuple[DropReason, ...]] = ("rejected", "span_not_found")
 PHOENIX_API_KEY_ENV: Final = "PHOENIX_API_KEY"
 PHOENIX_RESERVED_ANNOTATION_NAME: Final = "note"  # POST /v1/span_annotations answers 400 for it
 
-# Phoenix's answer to a sync insert naming spans it does not have (its phoenix/server/api/routers/v1/spans.py).
+# Phoenix's answer to a sync insert naming spans it does not have (its phoenix/server/api/routers/v1/spans.py),
+# or sessions (sessions.py; a session id is the application's own string, so anything up to " do not exist").
 _MISSING_SPANS = re.compile(r"Spans with IDs (?P<ids>[0-9a-fA-F, ]+) do not exist")
+_MISSING_SESSIONS = re.compile(r"Sessions with IDs (?P<ids>.+) do not exist")
 
 
 def _clip(text: str, limit: int = MAX_EXPLANATION_CHARS) -> str:
@@ -109,6 +121,32 @@ def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None)
     """The run's annotation as Phoenix's ``SpanAnnotationData`` JSON, or ``None`` for a run without a score
     (failed, not scorable: those are in the OTLP spans and the metrics). ``annotator_kind`` ``None``: ``LLM``
     when the run called a judge, else ``CODE``."""
+    body = _annotation_body(run, annotator_kind)
+    return None if body is None else {"span_id": run.request.target.span_id, **body}
+
+
+def session_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None) -> dict[str, Any] | None:
+    """A session run's score as Phoenix's ``SessionAnnotationData`` JSON: on the session named by the
+    conversation id, the window in its metadata (its turns' trace ids, its start, why it closed). ``None`` for
+    a run without a score, or one that is not a session's."""
+    window = run.request.session
+    body = _annotation_body(run, annotator_kind)
+    if window is None or body is None:
+        return None
+    body["metadata"].update(
+        conversation_id=window.conversation_id,
+        turns=len(window.turns),
+        turn_trace_ids=[turn.trace_id for turn in window.turns],
+        window_start_unix_nano=window.start_unix_nano,
+        close_reason=window.close_reason,
+        complete=window.complete,
+        last_turn_span_id=run.request.target.span_id,
+    )
+    return {"session_id": window.conversation_id, **body}
+
+
+def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> dict[str, Any] | None:
+    """What span and session annotations share: name, annotator kind, identifier, result and metadata."""
     result = run.result
     if run.outcome != "scored" or result is None or result.score is None or not math.isfinite(result.score):
         return None
@@ -151,7 +189,6 @@ def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None)
             metadata["judge_cost_usd"] = float(sum(reported))
     kind: AnnotatorKind = annotator_kind or ("LLM" if executions else "CODE")
     return {
-        "span_id": target.span_id,
         "name": run.scorer_id,
         "annotator_kind": kind,
         "identifier": run.score_id,
@@ -164,18 +201,19 @@ def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None)
 class _Annotation:
     body: dict[str, Any]
     score_id: str
-    span_id: str
-    trace_id: str
+    on: Literal["span", "session"]
+    target_id: str  # the span id, or the session (conversation) id
+    key: bytes  # of its dead letter, were it set aside: the score record's key (trace id, or conversation id)
 
 
 def _describe(annotation: _Annotation) -> str:
-    return f"Phoenix annotation {annotation.score_id} on span {annotation.span_id}"
+    return f"Phoenix annotation {annotation.score_id} on {annotation.on} {annotation.target_id}"
 
 
 def _letters(set_aside: SetAsideLetter) -> Callable[[_Annotation, str, str], None]:
     def letter(annotation: _Annotation, reason: str, detail: str) -> None:
         payload = json.dumps(annotation.body).encode()
-        set_aside(DeadLetter("phoenix", annotation.score_id, annotation.trace_id.encode(), payload), reason, detail)
+        set_aside(DeadLetter("phoenix", annotation.score_id, annotation.key, payload), reason, detail)
 
     return letter
 
@@ -185,12 +223,21 @@ def _payload(annotations: list[_Annotation]) -> dict[str, Any]:
 
 
 def _missing_spans(answer: HttpAnswer, annotations: Sequence[_Annotation]) -> Verdict | None:
-    """Phoenix's 404 naming spans it does not have (yet): those annotations wait, the others go again."""
-    if answer.status != 404 or (match := _MISSING_SPANS.search(answer.text)) is None:
+    """Phoenix's 404 naming spans (or sessions) it does not have (yet): those annotations wait, the others go
+    again."""
+    if answer.status != 404:
         return None
-    ids = frozenset(s.strip().lower() for s in match["ids"].split(",") if s.strip())
-    waiting = frozenset(i for i, annotation in enumerate(annotations) if annotation.span_id.lower() in ids)
-    return wait(waiting, "no span in Phoenix")
+    if (match := _MISSING_SPANS.search(answer.text)) is not None:
+        on, missing = "span", "no span in Phoenix"
+        ids = frozenset(s.strip().lower() for s in match["ids"].split(",") if s.strip())
+    elif (match := _MISSING_SESSIONS.search(answer.text)) is not None:
+        on, missing = "session", "no session in Phoenix"
+        ids = frozenset(match["ids"].split(", "))  # Phoenix joins the ids with ", "
+    else:
+        return None
+    key = str.lower if on == "span" else str
+    waiting = frozenset(i for i, a in enumerate(annotations) if a.on == on and key(a.target_id) in ids)
+    return wait(waiting, missing)
 
 
 class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
@@ -265,16 +312,24 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
             timeout_s=timeout_s,
             observer=observer,
             set_aside=_letters(set_aside),
+            url_of=self._url_of,
         )
 
     def __repr__(self) -> str:  # never the key
         return f"PhoenixAnnotationSink(base_url={self.base_url!r})"
 
     def _annotation(self, run: ScoredRun) -> _Annotation | None:
-        body = span_annotation(run, self._kinds.get(run.scorer_id))
-        if body is None:
-            return None
-        return _Annotation(body, run.score_id, run.request.target.span_id, run.request.target.trace_id)
+        kind = self._kinds.get(run.scorer_id)
+        window = run.request.session
+        key = run.request.record_key
+        if window is not None:
+            body = session_annotation(run, kind)
+            return None if body is None else _Annotation(body, run.score_id, "session", window.conversation_id, key)
+        body = span_annotation(run, kind)
+        return None if body is None else _Annotation(body, run.score_id, "span", run.request.target.span_id, key)
+
+    def _url_of(self, annotation: _Annotation) -> str:
+        return self.base_url + (SESSION_ANNOTATIONS_PATH if annotation.on == "session" else ANNOTATIONS_PATH)
 
     @property
     def stored(self) -> int:

@@ -176,7 +176,7 @@ def test_better_lower_sets_the_scorers_direction_for_metrics_and_alerts() -> Non
     [configured] = assembly.scorers
     assert configured.facts.direction == "lower" and configured.kind == "llm-judge"
     info = metrics.registry.get_sample_value(
-        "scoring_sidecar_scorer_info", {"scorer": "policy", "kind": "llm-judge", "direction": "lower"}
+        "scoring_sidecar_scorer_info", {"scorer": "policy", "kind": "llm-judge", "direction": "lower", "scope": "span"}
     )
     assert info == 1
     assert configured.needs == frozenset({"output"})

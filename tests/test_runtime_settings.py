@@ -588,6 +588,8 @@ def test_every_registered_kind_builds_and_validates_its_options() -> None:
             kind=name,
             judge="j" if kind.needs_judge else None,
             options=REQUIRED_OPTIONS.get(name, {}),
+            # Each kind at a scope it scores (the conversation kinds score sessions only).
+            targets={"scope": "span" if "span" in kind.scopes else "session"},
         )
         scorer = build_scorer(settings, {"j": judge})
         assert scorer.id == f"x-{name}"

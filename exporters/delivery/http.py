@@ -20,6 +20,9 @@ A sink whose destination needs more than one request per batch at times (a fallb
 overrides ``send`` and uses ``post`` (one request, its answer) and ``outcome_of`` (a verdict → the batch's
 outcome, with the readiness problem kept up to date).
 
+A destination with several endpoints (Phoenix: span annotations and session annotations) names each item's
+URL (``url_of``): a batch is posted as one request per endpoint, in order, each answer settling its own items.
+
 Headers (credentials) are sent as given and never logged; ``repr`` names the URL only.
 """
 
@@ -122,9 +125,11 @@ class HttpBatchSink(Generic[V]):
         timeout_s: float = 10.0,
         observer: ServiceObserver | None = None,
         set_aside: SetAside[V] | None = None,
+        url_of: Callable[[V], str] | None = None,
     ) -> None:
         self.name = name
         self.url = url
+        self._url_of = url_of
         self.timeout_s = timeout_s
         self.destination = destination
         self._item = item
@@ -200,8 +205,18 @@ class HttpBatchSink(Generic[V]):
 
     # -- the transport ----------------------------------------------------------------------------------------
     async def send(self, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
+        if self._url_of is None:
+            await self._send_to(self.url, batch, settle)
+            return
+        groups: dict[str, list[Entry[V]]] = {}
+        for entry in batch:
+            groups.setdefault(self._url_of(entry.value), []).append(entry)
+        for url, entries in groups.items():
+            await self._send_to(url, entries, settle)
+
+    async def _send_to(self, url: str, batch: Sequence[Entry[V]], settle: Settle[V]) -> None:
         values = [entry.value for entry in batch]
-        settle(batch, self.outcome_of(await self._post(values)))
+        settle(batch, self.outcome_of(await self._post(values, url)))
 
     def outcome_of(self, verdict: Verdict) -> Outcome:
         """The batch's outcome for ``verdict``; a refusal becomes the readiness problem (one ERROR line per new
@@ -221,13 +236,14 @@ class HttpBatchSink(Generic[V]):
             self._problem = None
         return verdict
 
-    async def post(self, body: Any) -> HttpAnswer | Outcome:
-        """One request with the JSON ``body``: the destination's answer, or a failed outcome when none came."""
+    async def post(self, body: Any, url: str | None = None) -> HttpAnswer | Outcome:
+        """One request with the JSON ``body`` (to ``url``, by default the sink's): the destination's answer, or a
+        failed outcome when none came."""
         session = self._session
         if session is None:
             return failed("the sink is closed")
         try:
-            async with session.post(self.url, params=self._params, json=body) as response:
+            async with session.post(url or self.url, params=self._params, json=body) as response:
                 return HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS])
@@ -235,6 +251,6 @@ class HttpBatchSink(Generic[V]):
     def classify(self, answer: HttpAnswer, values: Sequence[V]) -> Verdict:
         return self._classify(answer, values)
 
-    async def _post(self, values: list[V]) -> Verdict:
-        answer = await self.post(self._payload(values))
+    async def _post(self, values: list[V], url: str | None = None) -> Verdict:
+        answer = await self.post(self._payload(values), url)
         return answer if isinstance(answer, Outcome) else self._classify(answer, values)

@@ -77,9 +77,10 @@ class RunFamilies:
         )
         self.scorer_info = Gauge(
             f"{P}_scorer_info",
-            "Always 1 per configured scorer: its kind and which way its score is better (higher or lower); "
-            "alert rules join on it to read a rise of a lower-is-better score as the regression.",
-            ["scorer", "kind", "direction"],
+            "Always 1 per configured scorer: its kind, which way its score is better (higher or lower) and what one "
+            "run scores (span, trace or session); alert rules join on it to read a rise of a lower-is-better score "
+            "as the regression, and to tell conversation scores from per-run ones.",
+            ["scorer", "kind", "direction", "scope"],
             registry=r,
         )
         self.in_flight = Gauge(f"{P}_runs_in_flight", "Scorer runs started and not yet exported.", registry=r)

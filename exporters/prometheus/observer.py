@@ -42,7 +42,7 @@ from exporters.prometheus.labels import (
 from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SkipOutcome
-from sidecar.core.runs import ReadyReason
+from sidecar.core.runs import SCOPES, ReadyReason
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -92,11 +92,12 @@ class SidecarMetrics(ServiceObserver):
     def register_scorer(
         self, scorer: str, *, kind: str, direction: str, scale: float = 1.0, scope: str = "span"
     ) -> None:
-        """A configured scorer: its info series (kind, direction) and its scale; a trace-scope scorer's late
+        """A configured scorer: its info series (kind, direction, scope) and its scale; a trace-scope scorer's late
         spans at 0."""
         check_label(direction, ("higher", "lower"), "score direction")
+        check_label(scope, SCOPES, "scope")
         self.set_scorer_scale(scorer, scale)
-        self.runs.scorer_info.labels(scorer=scorer, kind=kind, direction=direction).set(1)
+        self.runs.scorer_info.labels(scorer=scorer, kind=kind, direction=direction, scope=scope).set(1)
         if scope == "trace":
             self._child(self.traces.late_spans, scorer)
 

@@ -20,6 +20,7 @@ import yaml
 from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_serving
 from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
+from sidecar.embedded.conversations import ConversationTraffic
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
 from sidecar.settings import Settings, load_settings
@@ -44,6 +45,11 @@ SCORES_TOPIC = "agent_scores"
 DEAD_LETTER_TOPIC = "otlp_spans.dead_letter"
 GROUP_ID = "scoring-sidecar-demo"
 DEMO_SCORERS = ("prompt-alignment", "answer-relevancy", "toxicity")  # the judged ones
+# Every CONVERSATION_EVERY-th trace produced is a turn of a multi-turn conversation (a few open at a time).
+CONVERSATION_EVERY = 3
+# The conversation judges score whole conversations (scope session), which the service scores once its
+# session stage runs (docs/sessions.md): switch this on, with that stage's `sessions` block, to add them.
+CONVERSATION_JUDGES = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ def demo_config(
                 "targets": {"agents": {"include": ["support-bot"]}},  # the agent that calls tools
             },
             {"id": "completeness", "kind": "completeness"},
+            *(conversation_scorers() if CONVERSATION_JUDGES else []),
         ],
         "runtime": {"commit_interval_s": 1.0, "shutdown_timeout_s": 5, "run_timeout_s": 60},
         "exporters": {
@@ -110,6 +117,12 @@ def demo_config(
             "otlp": {"endpoint": otlp_endpoint, "protocol": otlp_protocol} if otlp_endpoint else {"enabled": False},
         },
     }
+
+
+def conversation_scorers() -> list[dict[str, Any]]:
+    """The conversation judges, on the demo's multi-turn conversations (sidecar.embedded.conversations)."""
+    kinds = ("conversation-completeness", "user-frustration", "knowledge-retention", "role-adherence")
+    return [{"id": kind, "kind": kind, "judge": "default", "targets": {"scope": "session"}} for kind in kinds]
 
 
 def demo_settings(
@@ -175,13 +188,15 @@ async def _produce(
     from aiokafka import AIOKafkaProducer
 
     generator = TrafficGenerator(seed=seed)
+    conversations = ConversationTraffic(seed=seed)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
     period = 1.0 / rate if rate > 0 else 0.0
     next_at = time.monotonic()
     try:
         while not stop.is_set() and counter[0] < max_records:
-            trace = generator.trace()
+            turn = counter[0] % CONVERSATION_EVERY == CONVERSATION_EVERY - 1
+            trace = conversations.turn() if turn else generator.trace()
             await producer.send(SPANS_TOPIC, trace.request.SerializeToString(), key=trace.key)
             counter[0] += 1
             next_at += period

@@ -11,7 +11,8 @@ an API key; the scores still mean only what those rules measure.
 
 A step it does not know (a user's ``python:`` scorer) gets a value of its JSON schema: numbers and yes/no
 verdicts from the share of the prompt's first quoted text that its last one repeats. Reason steps get a
-sentence that says it is the stand-in.
+sentence that says it is the stand-in. The conversation judges' per-turn verdicts come from
+``sidecar.embedded.conversation_judge``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import re
 from typing import Any
 
+from sidecar.embedded.conversation_judge import answer_conversation_judge, is_conversation_judge
 from sidecar.embedded.heuristic_steps import JudgedPrompt, answer_for, blocks_of
 from sidecar.embedded.heuristic_text import coverage, statements
 from sidecar.testing.judge_server import Reply
@@ -42,6 +44,8 @@ def heuristic_reply(body: dict[str, Any]) -> Reply:
     schema = _requested_schema(body, prompt)
     if schema is None:  # free text: a reason step
         content = _reason(prompt)
+    elif is_conversation_judge(schema):
+        content = json.dumps(answer_conversation_judge(prompt, schema))
     else:
         judged = JudgedPrompt(prompt, blocks_of(prompt), schema)
         answer = answer_for(judged)

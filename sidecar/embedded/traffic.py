@@ -21,11 +21,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
-__all__ = ["AGENTS", "Conversation", "GeneratedTrace", "TrafficGenerator"]
+__all__ = ["AGENTS", "AgentProfile", "Conversation", "GeneratedTrace", "TrafficGenerator", "agent_trace"]
 
 
 @dataclass(frozen=True)
 class Conversation:
+    """One exchange: the user's message and the agent's answer (a turn of a multi-turn conversation, in
+    ``sidecar.embedded.conversations``)."""
+
     quality: str  # excellent | partial | poor
     user: str
     answer: str
@@ -135,6 +138,11 @@ class GeneratedTrace:
     agent: str
     quality: str
     request: ExportTraceServiceRequest
+    # A turn of a multi-turn conversation: its id (on the trace's spans as gen_ai.conversation.id or
+    # session.id), the turn's number (1-based) and how the conversation goes (calm, recovered, frustrated).
+    conversation_id: str | None = None
+    turn: int = 0
+    mood: str | None = None
 
     @property
     def key(self) -> bytes:
@@ -184,6 +192,43 @@ def _openinference_attributes(agent: AgentProfile, conversation: Conversation) -
     }
 
 
+def agent_trace(
+    agent: AgentProfile, conversation: Conversation, *, noise_spans: int = 2, conversation_id: str | None = None
+) -> tuple[str, str, ExportTraceServiceRequest]:
+    """One agent run as a trace, OTLP-encoded: an HTTP server span, the agent span, ``noise_spans`` database
+    spans. With ``conversation_id`` the trace is a turn of that conversation, as each convention marks it:
+    GenAI puts ``gen_ai.conversation.id`` on the agent span, OpenInference's ``using_session`` puts
+    ``session.id`` on every span. Returns (trace id, agent span id, the export request)."""
+    collector = _Collect()
+    provider = TracerProvider(resource=Resource.create({"service.name": agent.service}))
+    provider.add_span_processor(SimpleSpanProcessor(collector))
+    tracer = provider.get_tracer("agent-app")
+    genai = agent.convention == "genai"
+    attributes = _genai_attributes(agent, conversation) if genai else _openinference_attributes(agent, conversation)
+    every: dict[str, AttributeValue] = {}
+    if conversation_id is not None:
+        if genai:
+            attributes["gen_ai.conversation.id"] = conversation_id
+        else:
+            every["session.id"] = conversation_id
+    with (
+        tracer.start_as_current_span(
+            "POST /chat",
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": "POST", "url.path": "/chat", **every},
+        ),
+        tracer.start_as_current_span(f"invoke_agent {agent.name}", attributes={**attributes, **every}) as span,
+    ):
+        context = span.get_span_context()
+        for i in range(noise_spans):
+            with tracer.start_as_current_span(
+                f"SELECT table_{i}", kind=SpanKind.CLIENT, attributes={"db.system.name": "postgresql", **every}
+            ):
+                pass
+    provider.shutdown()
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}", encode_spans(collector.spans)
+
+
 class TrafficGenerator:
     """Builds traces one at a time; deterministic for a given seed."""
 
@@ -195,35 +240,8 @@ class TrafficGenerator:
     def trace(self) -> GeneratedTrace:
         agent = self._random.choice(self._agents)
         conversation = self._random.choice(agent.conversations)
-        collector = _Collect()
-        provider = TracerProvider(resource=Resource.create({"service.name": agent.service}))
-        provider.add_span_processor(SimpleSpanProcessor(collector))
-        tracer = provider.get_tracer("agent-app")
-        attributes = (
-            _genai_attributes(agent, conversation)
-            if agent.convention == "genai"
-            else _openinference_attributes(agent, conversation)
-        )
-        with (
-            tracer.start_as_current_span(
-                "POST /chat", kind=SpanKind.SERVER, attributes={"http.request.method": "POST", "url.path": "/chat"}
-            ),
-            tracer.start_as_current_span(f"invoke_agent {agent.name}", attributes=attributes) as span,
-        ):
-            context = span.get_span_context()
-            for i in range(self._noise):
-                with tracer.start_as_current_span(
-                    f"SELECT table_{i}", kind=SpanKind.CLIENT, attributes={"db.system.name": "postgresql"}
-                ):
-                    pass
-        provider.shutdown()
-        return GeneratedTrace(
-            trace_id=f"{context.trace_id:032x}",
-            agent_span_id=f"{context.span_id:016x}",
-            agent=agent.name,
-            quality=conversation.quality,
-            request=encode_spans(collector.spans),
-        )
+        trace_id, span_id, request = agent_trace(agent, conversation, noise_spans=self._noise)
+        return GeneratedTrace(trace_id, span_id, agent.name, conversation.quality, request)
 
     def traces(self, count: int) -> Iterator[GeneratedTrace]:
         for _ in range(count):

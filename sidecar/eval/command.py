@@ -16,7 +16,7 @@ from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import assemble
 from sidecar.app.judge_health import JudgeHealth
 from sidecar.app.judge_keys import judges_without_key
-from sidecar.core import ScoredRun, ScorerRunRequest
+from sidecar.core import ScoredRun
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
@@ -61,7 +61,7 @@ async def _score_one(
     configured: ConfiguredScorer, item: EvalItem, observer: Observers, *, timeout_s: float
 ) -> ItemResult:
     scorer = configured.scorer
-    request = ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output())
+    request = item.request()
     attempt = await attempt_scorer(
         scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.run_request_context()
     )
@@ -86,12 +86,23 @@ async def run_eval(
     if unknown:
         known = ", ".join(s.id for s in settings.scorers)
         raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
-    tally = EvalTally({s.id: s.scale for s in settings.scorers})
+    skipped = _without_items(settings, items)
+    gated = sorted(set(thresholds) & set(skipped))
+    if gated:
+        raise EvalError("; ".join(f"threshold for {scorer}, which {skipped[scorer]}" for scorer in gated))
+    if len(skipped) == len(settings.scorers):
+        raise EvalError("nothing to score: " + "; ".join(f"{scorer} {why}" for scorer, why in skipped.items()))
+    tally = EvalTally({s.id: s.scale for s in settings.scorers if s.id not in skipped})
     health = JudgeHealth()
     timeout_s = settings.runtime.run_timeout_s
     # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
     assembly = assemble(settings, observers=[tally, health], max_hold_s=timeout_s)
-    work = [(configured, item) for item in items for configured in assembly.scorers]
+    work = [
+        (configured, item)
+        for item in items
+        for configured in assembly.scorers
+        if configured.scorer.id not in skipped and _scores(configured, item)
+    ]
     limit = asyncio.Semaphore(max(1, concurrency))
     done = 0
     started = time.monotonic()
@@ -117,7 +128,28 @@ async def run_eval(
         items=len(items),
         judge_labels=[judge.label for judge in assembly.judges.values()],
         judge_notes=health.explain(holding=False),
+        skipped=[f"{scorer} not run: it {why}" for scorer, why in skipped.items()],
     )
+
+
+def _scores(configured: ConfiguredScorer, item: EvalItem) -> bool:
+    """Scope session scorers score conversation items (``turns``); the others score single-turn items."""
+    return (configured.scope == "session") == item.is_conversation
+
+
+def _without_items(settings: EvalSettings, items: Sequence[EvalItem]) -> dict[str, str]:
+    """The scorers no item of the dataset is for, each with why."""
+    conversations = sum(1 for item in items if item.is_conversation)
+    out: dict[str, str] = {}
+    for scorer in settings.scorers:
+        if scorer.targets.scope == "session" and not conversations:
+            out[scorer.id] = "scores conversations (scope session) and the dataset has no item with turns"
+        elif scorer.targets.scope != "session" and conversations == len(items):
+            out[scorer.id] = (
+                f"scores one turn (scope {scorer.targets.scope}) and every item of the dataset is a conversation "
+                "(turns): score conversations with scope session scorers"
+            )
+    return out
 
 
 def stand_in_settings(settings: EvalSettings, url: str) -> EvalSettings:

@@ -12,13 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sidecar.core import SpanTarget
+from sidecar.core import ScorerRunRequest, SpanTarget
+from sidecar.eval.conversation import DatasetTurn, TurnsError, parse_turns, session_request, turns_json
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 
 __all__ = ["DatasetError", "EvalError", "EvalItem", "load_dataset"]
 
-_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
+# The fields of a one-turn item, and of a conversation (an item with turns, for scope session scorers).
+_TURN_ITEM_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
+_CONVERSATION_FIELDS = ("turns", "system", "id", "ground_truth", "request_context")
+_FIELDS = (*_TURN_ITEM_FIELDS, "turns")
 
 
 class EvalError(ValueError):
@@ -36,10 +40,12 @@ class DatasetError(EvalError):
         super().__init__(f"{path}: {count}\n" + "\n".join(f"  - {problem}" for problem in problems))
 
 
-def _did_you_mean(name: str) -> str:
-    # Case-blind and strict enough that "question" is not taken for "request_context".
+def _did_you_mean(name: str, *, conversation: bool = False) -> str:
+    # Case-blind and strict enough that "question" is not taken for "request_context". The fields listed are
+    # those of the item's shape: a conversation's when it has turns.
     close = difflib.get_close_matches(name.lower(), _FIELDS, n=1, cutoff=0.7)
-    return f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(_FIELDS)}"
+    allowed = _CONVERSATION_FIELDS if conversation else _TURN_ITEM_FIELDS
+    return f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -58,6 +64,12 @@ class EvalItem:
     system: str | None = None
     # Retrieved documents for the RAG scorers; delivered as request_context["context"].
     context: tuple[str, ...] | None = None
+    # A conversation (scope session scorers score it): its turns in order; input and output are then None.
+    turns: tuple[DatasetTurn, ...] | None = None
+
+    @property
+    def is_conversation(self) -> bool:
+        return self.turns is not None
 
     def canonical(self) -> str:
         body: dict[str, Any] = {
@@ -69,10 +81,30 @@ class EvalItem:
         }
         if self.context is not None:  # only when given: items without context keep their score ids
             body["context"] = list(self.context)
+        if self.turns is not None:
+            body["turns"] = turns_json(self.turns)
         return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
 
+    def _digest(self) -> str:
+        return hashlib.sha256(f"{self.index}:{self.canonical()}".encode()).hexdigest()
+
+    def request(self) -> ScorerRunRequest:
+        """The run a scorer scores for this item: one turn as span scope gives it, or a conversation's session
+        run as stage 2 gives it (``session`` set, the target the last turn)."""
+        if self.turns is not None:
+            return session_request(
+                self.turns,
+                seed=self._digest(),
+                conversation_id=self.id or f"eval-item-{self.index}",
+                system=self.system,
+                label=f"eval item {self.id or self.index}",
+            )
+        return ScorerRunRequest.model_construct(target=self.target(), input=self.run_input(), output=self.run_output())
+
     def target(self) -> SpanTarget:
-        digest = hashlib.sha256(f"{self.index}:{self.canonical()}".encode()).hexdigest()
+        if self.turns is not None:
+            return self.request().target
+        digest = self._digest()
         return SpanTarget(
             trace_id=digest[:32],
             span_id=digest[32:48],
@@ -82,6 +114,8 @@ class EvalItem:
         )
 
     def run_input(self) -> Any:
+        if self.turns is not None:
+            return self.request().input
         if isinstance(self.input, str):
             systems = (SystemMessage(content=self.system),) if self.system else ()
             return AgentRunInput(input_messages=(user_message(self.input),), system_messages=systems)
@@ -93,6 +127,8 @@ class EvalItem:
         return self.input
 
     def run_output(self) -> Any:
+        if self.turns is not None:
+            return self.request().output
         if isinstance(self.output, str):
             return (assistant_message(self.output),)
         return self.output
@@ -106,11 +142,14 @@ class EvalItem:
 
 def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
     if not isinstance(data, Mapping):
-        raise EvalError(f"{where}: an item must be an object with 'input' and 'output'")
+        raise EvalError(f"{where}: an item must be an object with 'input' and 'output' (or 'turns')")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
-        named = "; ".join(f"'{name}' ({_did_you_mean(name)})" for name in unknown)
+        conversation = data.get("turns") not in (None, "")
+        named = "; ".join(f"'{name}' ({_did_you_mean(name, conversation=conversation)})" for name in unknown)
         raise EvalError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {named}")
+    if data.get("turns") not in (None, ""):
+        return _conversation_from(data, index, line, where)
     for required in ("input", "output"):
         if data.get(required) in (None, ""):
             raise EvalError(f"{where}: '{required}' is required")
@@ -144,6 +183,46 @@ def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
         id=None if item_id in (None, "") else str(item_id),
         system=system or None,
         context=documents,
+    )
+
+
+def _conversation_from(data: Mapping[str, Any], index: int, line: int, where: str) -> EvalItem:
+    """An item with ``turns``: a conversation, for the scorers of scope session."""
+    both = [name for name in ("input", "output") if data.get(name) not in (None, "")]
+    if both:
+        raise EvalError(
+            f"{where}: an item holds one turn (input, output) or a conversation (turns), not both: "
+            f"{' and '.join(repr(n) for n in both)} belong{'s' if len(both) == 1 else ''} in its turns"
+        )
+    if data.get("context") not in (None, ""):
+        raise EvalError(f"{where}: a conversation has no 'context': its turns keep no retrieved documents")
+    try:
+        turns = parse_turns(data["turns"])
+    except TurnsError as exc:
+        raise EvalError(f"{where}: {exc}") from None
+    context = data.get("request_context")
+    if isinstance(context, str) and context:
+        try:
+            context = json.loads(context)
+        except ValueError:
+            raise EvalError(f"{where}: 'request_context' is not valid JSON") from None
+    if context not in (None, "") and not isinstance(context, dict):
+        raise EvalError(f"{where}: 'request_context' must be an object")
+    system = data.get("system")
+    if system is not None and not isinstance(system, str):
+        raise EvalError(f"{where}: 'system' must be a string")
+    item_id = data.get("id")
+    ground_truth = data.get("ground_truth")
+    return EvalItem(
+        index=index,
+        line=line,
+        input=None,
+        output=None,
+        ground_truth=None if ground_truth == "" else ground_truth,
+        request_context=context or None,
+        id=None if item_id in (None, "") else str(item_id),
+        system=system or None,
+        turns=turns,
     )
 
 
@@ -185,8 +264,10 @@ def load_dataset(path: Path) -> list[EvalItem]:
         columns = [name for name in reader.fieldnames or () if name]
         unknown = [name for name in columns if name not in _FIELDS]
         for name in unknown:  # once, on the header: not again on every row
-            problems.append(f"{path}:1: unknown column '{name}' ({_did_you_mean(name)})")
-        lacking = [required for required in ("input", "output") if required not in columns]
+            problems.append(
+                f"{path}:1: unknown column '{name}' ({_did_you_mean(name, conversation='turns' in columns)})"
+            )
+        lacking = [] if "turns" in columns else [r for r in ("input", "output") if r not in columns]
         for required in lacking:
             problems.append(f"{path}:1: the header has no '{required}' column")
         try:

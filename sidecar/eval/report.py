@@ -114,6 +114,8 @@ class EvalReport:
     judge_labels: list[str] = field(default_factory=list)
     # What the judges went through (JudgeHealth.explain): the reason behind failed runs, in words.
     judge_notes: list[str] = field(default_factory=list)
+    # Scorers no item of the dataset was for (a conversation dataset and single-turn scorers), each with why.
+    skipped: list[str] = field(default_factory=list)
 
     def breaches(self) -> list[str]:
         return [
@@ -182,6 +184,7 @@ def render_report(report: EvalReport, *, allow_failures: bool = False) -> str:
             + (":" if report.judge_notes else " (the judges answered every call: see each result's error, --output)")
         )
     lines.extend(f"  {note}" for note in report.judge_notes)
+    lines.extend(report.skipped)
     if breaches:
         lines.append(f"THRESHOLD BREACHED: {', '.join(sorted(breaches))}")
     if failed:

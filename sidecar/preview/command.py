@@ -67,7 +67,7 @@ async def preview(settings: EvalSettings, options: PreviewOptions, out: TextIO) 
         read = await _read(settings, configured, options)
         print(_header(settings, configured, options, read), file=out)
         if not read.runs:
-            print(f"no run to preview: {read.records} records read, none selected by {configured.scorer.id}", file=out)
+            print(_nothing_read(configured, options, read), file=out)
             return 1
         limit = asyncio.Semaphore(_CONCURRENCY)
 
@@ -93,7 +93,15 @@ async def _read(settings: EvalSettings, configured: ConfiguredScorer, options: P
     assert options.path is not None
     if options.source == "file":
         return runs_from_file(options.path, settings, configured, options.n, keep)
-    return runs_from_dataset(options.path, options.n)
+    return runs_from_dataset(options.path, options.n, configured)
+
+
+def _nothing_read(configured: ConfiguredScorer, options: PreviewOptions, read: RecordsRead) -> str:
+    scorer = configured.scorer.id
+    if options.source != "dataset":
+        return f"no run to preview: {read.records} records read, none selected by {scorer}"
+    wanted = "conversations (items with turns)" if configured.scope == "session" else "one-turn items (input, output)"
+    return f"no run to preview: {read.records} items read, none for {scorer}, which scores {wanted}"
 
 
 def _header(settings: EvalSettings, configured: ConfiguredScorer, options: PreviewOptions, read: RecordsRead) -> str:

@@ -101,13 +101,22 @@ def _indented(text: str, prefix: str = "    ") -> str:
 
 
 def render_outcome(index: int, total: int, outcome: PreviewOutcome, *, limit: int) -> str:
-    target = outcome.run.request.target
+    request = outcome.run.request
+    target = request.target
     agent = target.agent_name or target.agent_id or "unknown agent"
-    scope = outcome.run.request.scope
-    lines = [
-        f"── run {index}/{total}: trace {target.trace_id} span {target.span_id} ({scope} scope)",
-        f"   {agent} · span {target.span_name!r} · from {outcome.run.where}",
-    ]
+    session = request.session
+    if session is not None:
+        count = len(session.turns)
+        lines = [
+            f"── run {index}/{total}: conversation {session.conversation_id}, {count} turn{'s' if count != 1 else ''} "
+            f"(session scope, closed: {session.close_reason}{'' if session.complete else ', incomplete'})",
+            f"   {agent} · last turn: trace {target.trace_id} span {target.span_id} · from {outcome.run.where}",
+        ]
+    else:
+        lines = [
+            f"── run {index}/{total}: trace {target.trace_id} span {target.span_id} ({request.scope} scope)",
+            f"   {agent} · span {target.span_name!r} · from {outcome.run.where}",
+        ]
     for step in outcome.steps:
         lines.append(f"   prompt ({step.step}):")
         lines.append(_indented(shorten_quotes(step.prompt, limit), "     │ "))

@@ -97,6 +97,16 @@ def _runs_of_records(
     return RecordsRead(tuple(found[-n:]), len(records), undecodable)
 
 
+def _no_sessions(configured: ConfiguredScorer) -> None:
+    # A window closes only after its quiet period, from turns stage 1 published: records of the traces topic
+    # (or a file of them) hold turns, not closed conversations.
+    if configured.scope == "session":
+        raise PreviewSourceError(
+            f"{configured.scorer.id} scores whole conversations (scope session): preview it on a conversation "
+            "dataset (--dataset FILE, items with turns: docs/scorers-conversation.md)"
+        )
+
+
 def _context_of(request: ScorerRunRequest) -> Mapping[str, Any] | None:
     # As the service hands a whole-trace run's retrieved documents to scorers.
     return {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
@@ -110,6 +120,7 @@ async def runs_from_topic(
     kafka = settings.kafka
     if kafka is None:
         raise PreviewSourceError("--from-topic needs a kafka section in the configuration (or use --file, --dataset)")
+    _no_sessions(configured)
     config = _ingest(settings, configured, keep_resource)
     window = min(_MAX_WINDOW, max(_MIN_WINDOW, _RECORDS_PER_RUN * n))
     consumer = AIOKafkaConsumer(
@@ -169,6 +180,7 @@ def runs_from_file(
 ) -> RecordsRead:
     """Runs from a file of OTLP records: JSON lines (one OTLP/JSON export per line, as the Collector's file
     exporter writes them), else one OTLP protobuf export."""
+    _no_sessions(configured)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -180,16 +192,19 @@ def runs_from_file(
     return _runs_of_records([(data, str(path))], config.model_copy(update={"encoding": "otlp_proto"}), configured, n)
 
 
-def runs_from_dataset(path: Path, n: int) -> RecordsRead:
-    """The first ``n`` items of an ``eval`` dataset, as ``eval`` scores them."""
+def runs_from_dataset(path: Path, n: int, configured: ConfiguredScorer) -> RecordsRead:
+    """The first ``n`` items of an ``eval`` dataset the scorer scores, as ``eval`` scores them: conversations
+    (items with ``turns``) for a scope session scorer, one-turn items for the others."""
     items = load_dataset(path)
+    session = configured.scope == "session"
     runs = tuple(
         PreviewRun(
-            ScorerRunRequest.model_construct(target=item.target(), input=item.run_input(), output=item.run_output()),
+            item.request(),
             item.run_request_context(),
             item.ground_truth,
             where=f"{path}:{item.line}" + (f" ({item.id})" if item.id else ""),
         )
-        for item in items[:n]
+        for item in items
+        if item.is_conversation == session
     )
-    return RecordsRead(runs, len(items))
+    return RecordsRead(runs[:n], len(items))

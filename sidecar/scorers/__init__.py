@@ -11,12 +11,15 @@ from sidecar.scorers import (
     context_precision,
     context_recall,
     context_relevance,
+    conversation_completeness,
     faithfulness,
     hallucination,
     keyword_coverage,
+    knowledge_retention,
     llm_judge,
     noise_sensitivity,
     prompt_alignment,
+    role_adherence,
     rubric,
     summarization,
     textual_difference,
@@ -26,6 +29,7 @@ from sidecar.scorers import (
     toxicity,
     trajectory_accuracy,
     trajectory_llm,
+    user_frustration,
 )
 from sidecar.scorers.answer_relevancy import AnswerRelevancyOptions, create_answer_relevancy_scorer
 from sidecar.scorers.answer_similarity import AnswerSimilarityOptions, create_answer_similarity_scorer
@@ -36,13 +40,19 @@ from sidecar.scorers.content_similarity import ContentSimilarityOptions, create_
 from sidecar.scorers.context_precision import ContextPrecisionOptions, create_context_precision_scorer
 from sidecar.scorers.context_recall import ContextRecallOptions, create_context_recall_scorer
 from sidecar.scorers.context_relevance import ContextRelevanceOptions, create_context_relevance_scorer_llm
+from sidecar.scorers.conversation_completeness import (
+    ConversationCompletenessOptions,
+    create_conversation_completeness_scorer,
+)
 from sidecar.scorers.faithfulness import FaithfulnessOptions, create_faithfulness_scorer
 from sidecar.scorers.hallucination import HallucinationOptions, create_hallucination_scorer
 from sidecar.scorers.keyword_coverage import KeywordCoverageOptions, create_keyword_coverage_scorer
+from sidecar.scorers.knowledge_retention import KnowledgeRetentionOptions, create_knowledge_retention_scorer
 from sidecar.scorers.llm_judge import LlmJudgeOptions, create_llm_judge_scorer
 from sidecar.scorers.noise_sensitivity import NoiseSensitivityOptions, _Options, create_noise_sensitivity_scorer_llm
 from sidecar.scorers.prompt_alignment import PromptAlignmentOptions, create_prompt_alignment_scorer_llm
 from sidecar.scorers.registry import ScorerKind, scorer_kind, scorer_kinds
+from sidecar.scorers.role_adherence import RoleAdherenceOptions, create_role_adherence_scorer
 from sidecar.scorers.rubric import RubricCriterion, RubricOptions, create_rubric_scorer
 from sidecar.scorers.summarization import SummarizationOptions, create_summarization_scorer
 from sidecar.scorers.textual_difference import TextualDifferenceOptions, create_textual_difference_scorer
@@ -56,6 +66,7 @@ from sidecar.scorers.trajectory_accuracy import (
     create_trajectory_accuracy_scorer_code,
 )
 from sidecar.scorers.trajectory_llm import TrajectoryLLMOptions, create_trajectory_accuracy_scorer_llm
+from sidecar.scorers.user_frustration import UserFrustrationOptions, create_user_frustration_scorer
 
 __all__ = [
     "AnswerRelevancyOptions",
@@ -67,12 +78,15 @@ __all__ = [
     "ContextPrecisionOptions",
     "ContextRecallOptions",
     "ContextRelevanceOptions",
+    "ConversationCompletenessOptions",
     "FaithfulnessOptions",
     "HallucinationOptions",
     "KeywordCoverageOptions",
+    "KnowledgeRetentionOptions",
     "LlmJudgeOptions",
     "NoiseSensitivityOptions",
     "PromptAlignmentOptions",
+    "RoleAdherenceOptions",
     "RubricCriterion",
     "RubricOptions",
     "ScorerKind",
@@ -85,6 +99,7 @@ __all__ = [
     "TrajectoryAccuracyOptions",
     "TrajectoryComparisonOptions",
     "TrajectoryLLMOptions",
+    "UserFrustrationOptions",
     "_Options",
     "answer_relevancy",
     "answer_similarity",
@@ -95,6 +110,7 @@ __all__ = [
     "context_precision",
     "context_recall",
     "context_relevance",
+    "conversation_completeness",
     "create_answer_relevancy_scorer",
     "create_answer_similarity_scorer",
     "create_bias_scorer",
@@ -104,12 +120,15 @@ __all__ = [
     "create_context_precision_scorer",
     "create_context_recall_scorer",
     "create_context_relevance_scorer_llm",
+    "create_conversation_completeness_scorer",
     "create_faithfulness_scorer",
     "create_hallucination_scorer",
     "create_keyword_coverage_scorer",
+    "create_knowledge_retention_scorer",
     "create_llm_judge_scorer",
     "create_noise_sensitivity_scorer_llm",
     "create_prompt_alignment_scorer_llm",
+    "create_role_adherence_scorer",
     "create_rubric_scorer",
     "create_summarization_scorer",
     "create_textual_difference_scorer",
@@ -119,12 +138,15 @@ __all__ = [
     "create_toxicity_scorer",
     "create_trajectory_accuracy_scorer_code",
     "create_trajectory_accuracy_scorer_llm",
+    "create_user_frustration_scorer",
     "faithfulness",
     "hallucination",
     "keyword_coverage",
+    "knowledge_retention",
     "llm_judge",
     "noise_sensitivity",
     "prompt_alignment",
+    "role_adherence",
     "rubric",
     "scorer_kind",
     "scorer_kinds",
@@ -136,4 +158,5 @@ __all__ = [
     "toxicity",
     "trajectory_accuracy",
     "trajectory_llm",
+    "user_frustration",
 ]

@@ -35,7 +35,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from sidecar.core.config import config_problem
-from sidecar.core.runs import Scope
+from sidecar.core.runs import SCOPES, Scope
 from sidecar.scorers.llm_judge_output import (
     CategoriesOutput,
     JudgeVerdict,
@@ -190,12 +190,27 @@ def _facts(options: LlmJudgeOptions, facts: ScorerFacts) -> ScorerFacts:
 
 
 def _live_problems(options: LlmJudgeOptions, scope: Scope) -> Iterator[LiveProblem]:
-    for name, line in options.template.variables.items():
+    template = options.template
+    for name, line in template.variables.items():
         variable = VARIABLES[name]
         if scope in variable.live_scopes:
             continue
+        if scope == "session" and variable.session_because:
+            yield (
+                ("prompt",),
+                f"template line {line}: {name} is never filled at scope session: {variable.session_because}",
+            )
+            continue
         where = f"at scope {scope}" if variable.live_scopes else "in live traffic"
         yield ("prompt",), f"template line {line}: {name} is never filled {where}: {variable.unfilled_because}"
+    if scope == "session":
+        for namespace, keys in template.attributes.items():
+            for key, line in keys.items():
+                yield (
+                    ("prompt",),
+                    f"template line {line}: {namespace}.attributes['{key}'] is never filled at scope session: a "
+                    "conversation's turns keep no span or resource attributes",
+                )
 
 
 @scorer_kind(
@@ -206,6 +221,7 @@ def _live_problems(options: LlmJudgeOptions, scope: Scope) -> Iterator[LiveProbl
     "(number, boolean or categories); docs/custom-judges.md",
     judge_calls_per_run=1,
     needs=(),
+    scopes=SCOPES,
     facts_for=_facts,
     live_problems_for=_live_problems,
 )

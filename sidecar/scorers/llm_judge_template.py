@@ -86,20 +86,25 @@ class _Slots:
 
 
 class _Value:
-    """A variable as the template sees it: true when the run has it, printed as a placeholder for its quote."""
+    """A variable as the template sees it: true when the run has it, printed as a placeholder for its quote.
 
-    __slots__ = ("_label", "_present", "_shown", "_slots", "_token")
+    ``quoted_inside``: the text already quotes each piece of traced content it holds (a conversation's turns,
+    ``render_turn``), so it goes in as it is."""
 
-    def __init__(self, slots: _Slots, label: str, text: str, empty: str) -> None:
+    __slots__ = ("_label", "_present", "_quoted_inside", "_shown", "_slots", "_token")
+
+    def __init__(self, slots: _Slots, label: str, text: str, empty: str, *, quoted_inside: bool = False) -> None:
         self._slots = slots
         self._label = label
         self._present = bool(text)
         self._shown = text if text else empty
+        self._quoted_inside = quoted_inside
         self._token: str | None = None
 
     def __str__(self) -> str:
         if self._token is None:
-            self._token = self._slots.add(quote_untrusted(self._label, self._shown))
+            shown = self._shown if self._quoted_inside else quote_untrusted(self._label, self._shown)
+            self._token = self._slots.add(shown)
         return self._token
 
     def __bool__(self) -> bool:
@@ -111,8 +116,18 @@ class _Items(_Value):
 
     __slots__ = ("_empty", "_item", "_items")
 
-    def __init__(self, slots: _Slots, label: str, item: str, items: tuple[str, ...], whole: str, empty: str) -> None:
-        super().__init__(slots, label, whole, empty)
+    def __init__(
+        self,
+        slots: _Slots,
+        label: str,
+        item: str,
+        items: tuple[str, ...],
+        whole: str,
+        empty: str,
+        *,
+        quoted_inside: bool = False,
+    ) -> None:
+        super().__init__(slots, label, whole, empty, quoted_inside=quoted_inside)
         self._item = item
         self._items = items
         self._empty = empty
@@ -121,15 +136,18 @@ class _Items(_Value):
         return len(self._items)
 
     def __iter__(self) -> Iterator[_Value]:
-        return (_Value(self._slots, self._item, text, self._empty) for text in self._items)
+        return (self._one(text) for text in self._items)
 
     def __getitem__(self, index: Any) -> _Value:
         if not isinstance(index, int) or isinstance(index, bool):
             raise TypeError("a list variable is indexed by a number")
         try:
-            return _Value(self._slots, self._item, self._items[index], self._empty)
+            return self._one(self._items[index])
         except IndexError:
-            return _Value(self._slots, self._item, "", self._empty)
+            return self._one("")
+
+    def _one(self, text: str) -> _Value:
+        return _Value(self._slots, self._item, text, self._empty, quoted_inside=self._quoted_inside)
 
 
 class _AttributeTable:
@@ -229,8 +247,9 @@ def _value(slots: _Slots, name: str, text: RunText) -> _Value:
     variable = VARIABLES[name]
     if isinstance(text, tuple):
         assert variable.item is not None
-        return _Items(slots, name, variable.item, text, joined(name, text), variable.empty)
-    return _Value(slots, name, text, variable.empty)
+        whole = joined(name, text)
+        return _Items(slots, name, variable.item, text, whole, variable.empty, quoted_inside=variable.quoted_inside)
+    return _Value(slots, name, text, variable.empty, quoted_inside=variable.quoted_inside)
 
 
 @functools.lru_cache(maxsize=256)

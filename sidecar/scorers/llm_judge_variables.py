@@ -5,7 +5,8 @@ The names are fixed so that a configuration stays portable across agents, conven
 variable reads as plain text by default (a list of tool calls is one call per line, not a Python repr); the
 list variables can also be iterated in the template, one quoted item at a time. What a live run can fill
 depends on its scope: retrieved documents come from retriever spans under an agent span (``scope: trace``),
-a ground truth only from an ``eval`` dataset. A later scope (whole sessions) adds its own variables here.
+a ground truth only from an ``eval`` dataset. At ``scope: session`` a run is a whole conversation: its
+``conversation`` variable holds the turns in order, and the variables that read one turn are refused there.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 from sidecar.core.runs import Scope
 from sidecar.scorers.context import context_from_request_context
+from sidecar.scorers.conversation import conversation_of, render_turn
 from sidecar.scorers.registry import Need
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
@@ -53,55 +55,91 @@ ATTRIBUTE_NAMESPACES: tuple[AttributeNamespace, ...] = ("span", "resource")
 class Variable:
     name: str
     holds: str  # what it holds, for the docs and for "did you mean"
-    need: Need  # the part of a run it reads (a score says which parts the run lacked)
+    needs: tuple[Need, ...]  # the parts of a run it reads (a score says which parts the run lacked)
     empty: str  # what the judge reads when the run has none
     # Where a live run fills it: the scopes, and why not elsewhere. ``eval`` datasets fill every variable
     # but the attributes (an item is not a span).
     live_scopes: frozenset[Scope]
     unfilled_because: str = ""
     item: str | None = None  # list variables: the quote tag of one item when the template iterates
+    # Why it makes no sense at scope session, where a run is a whole conversation ("" : unfilled_because).
+    session_because: str = ""
+    # Its text quotes the traced content inside it piece by piece (a conversation's turns: the roles and turn
+    # numbers stay outside the quotes), so the template prints it as it is instead of quoting it whole.
+    quoted_inside: bool = False
+
+
+_ONE_TURN = "at scope session a run is a whole conversation, and this reads one turn: use {{ conversation }}"
 
 
 _BOTH: frozenset[Scope] = frozenset({"span", "trace"})
 VARIABLES: Mapping[str, Variable] = {
     v.name: v
     for v in (
-        Variable("input", "the user's request (the current turn's user messages)", "input", "(no request)", _BOTH),
-        Variable("output", "the agent's answer", "output", "(no answer)", _BOTH),
-        Variable("system", "the agent's system instructions", "system", "(no system instructions)", _BOTH),
+        Variable(
+            "input",
+            "the user's request (the current turn's user messages)",
+            ("input",),
+            "(no request)",
+            _BOTH,
+            session_because=_ONE_TURN,
+        ),
+        Variable("output", "the agent's answer", ("output",), "(no answer)", _BOTH, session_because=_ONE_TURN),
+        Variable(
+            "system",
+            "the agent's system instructions",
+            ("system",),
+            "(no system instructions)",
+            frozenset({"span", "trace", "session"}),
+        ),
         Variable(
             "messages",
             "the conversation so far: earlier turns and the current request, one message per line",
-            "input",
+            ("input",),
             "(no messages)",
             _BOTH,
             item="message",
+            session_because=_ONE_TURN,
         ),
         Variable(
             "tool_calls",
             "the agent's tool calls, one per line: name(arguments) → result",
-            "tool_calls",
+            ("tool_calls",),
             "(no tool calls)",
             _BOTH,
             item="tool_call",
+            session_because=_ONE_TURN + " (each turn holds its tool calls)",
         ),
         Variable(
             "context",
             "the retrieved documents, numbered",
-            "context",
+            ("context",),
             "(no retrieved documents)",
             frozenset({"trace"}),
             "retrieved documents come from the retriever spans under an agent span: set targets.scope: trace "
             "(eval datasets fill it from their context field)",
             item="document",
+            session_because="a conversation's turns do not keep their retrieved documents (docs/sessions.md)",
         ),
         Variable(
             "ground_truth",
             "the expected answer (eval datasets)",
-            "ground_truth",
+            ("ground_truth",),
             "(no ground truth)",
             frozenset(),
             "a live trace carries no expected answer: only eval datasets fill it (score it with `eval`)",
+        ),
+        Variable(
+            "conversation",
+            "the whole conversation (scope session): the turns in order, numbered, each with the user's message, "
+            "the agent's tool calls with their arguments and results, and its answer",
+            ("input", "output"),
+            "(no conversation)",
+            frozenset({"session"}),
+            "a conversation is the turns of a session: set targets.scope: session (eval conversation datasets "
+            "fill it; docs/sessions.md)",
+            item="turn",
+            quoted_inside=True,
         ),
     )
 }
@@ -234,6 +272,10 @@ def _tool_calls(run: ScorerRun) -> tuple[str, ...]:
     return tuple(_call_line(call) for call in tool_invocations(value, output))
 
 
+def _conversation(run: ScorerRun) -> tuple[str, ...]:
+    return tuple(render_turn(turn) for turn in conversation_of(run.input, run.output).turns)
+
+
 def _context(run: ScorerRun) -> tuple[str, ...]:
     return tuple(context_from_request_context(run.request_context) or ())
 
@@ -250,6 +292,7 @@ _READERS: dict[str, Callable[[ScorerRun], RunText]] = {
     "tool_calls": _tool_calls,
     "context": _context,
     "ground_truth": _ground_truth,
+    "conversation": _conversation,
 }
 
 
@@ -257,25 +300,27 @@ def joined(name: str, items: Sequence[str]) -> str:
     """A list variable printed whole: documents numbered and apart, calls and messages one per line."""
     if name == "context":
         return "\n\n".join(f"[{i}] {doc}" for i, doc in enumerate(items, 1))
+    if name == "conversation":
+        return "\n\n".join(f"Turn {i} of {len(items)}\n{turn}" for i, turn in enumerate(items, 1))
     return "\n".join(items)
 
 
 def needs_of(names: Iterable[str]) -> frozenset[Need]:
-    return frozenset(VARIABLES[name].need for name in names if name in VARIABLES)
+    return frozenset(need for name in names if name in VARIABLES for need in VARIABLES[name].needs)
 
 
 def variables_table() -> str:
     """The variables as a Markdown table (docs/custom-judges.md holds it; a test keeps the two equal)."""
     rows = [
-        "| variable | what it holds | scope: span | scope: trace | eval datasets |",
-        "|---|---|---|---|---|",
+        "| variable | what it holds | scope: span | scope: trace | scope: session | eval datasets |",
+        "|---|---|---|---|---|---|",
     ]
     for variable in VARIABLES.values():
-        cells = ["yes" if scope in variable.live_scopes else "no" for scope in ("span", "trace")]
-        rows.append(f"| `{variable.name}` | {variable.holds} | {cells[0]} | {cells[1]} | yes |")
+        cells = " | ".join("yes" if scope in variable.live_scopes else "no" for scope in ("span", "trace", "session"))
+        rows.append(f"| `{variable.name}` | {variable.holds} | {cells} | yes |")
     for namespace, holds in (
         ("span", "an attribute of the scored span (the agent span at scope trace), by key"),
         ("resource", "an attribute of the scored span's resource (`service.version`, …), by key"),
     ):
-        rows.append(f"| `{namespace}.attributes['KEY']` | {holds} | yes | yes | no (not set) |")
+        rows.append(f"| `{namespace}.attributes['KEY']` | {holds} | yes | yes | no | no (not set) |")
     return "\n".join(rows)

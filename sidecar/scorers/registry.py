@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from sidecar.core.runs import SINGLE_RUN_SCOPES, Scope
+from sidecar.core.runs import SCOPES, SINGLE_RUN_SCOPES, Scope
 from sidecar.scoring import JudgeModel, Scorer
 
 __all__ = [
@@ -191,8 +191,8 @@ def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
 def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
     """The prebuilt kinds as a Markdown table (``scoring-sidecar kinds`` prints it; docs/scorers.md holds it)."""
     rows = [
-        "| kind | what it scores | judge calls per run | needs | better | live | options (default) |",
-        "|---|---|---|---|---|---|---|",
+        "| kind | what it scores | judge calls per run | needs | better | live | scopes | options (default) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     chosen = kinds if kinds is not None else {n: k for n, k in scorer_kinds().items() if k.prebuilt}
     for name, kind in sorted(chosen.items()):
@@ -205,8 +205,10 @@ def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
         )
         calls = f"{kind.judge_calls_per_run:g}" if kind.needs_judge else "0 (code)"
         live = "eval only" if kind.eval_only else "yes"
+        scopes = ", ".join(scope for scope in SCOPES if scope in kind.scopes)
         rows.append(
-            f"| `{name}` | {kind.description} | {calls} | {needs} | {kind.direction} | {live} | {options or '-'} |"
+            f"| `{name}` | {kind.description} | {calls} | {needs} | {kind.direction} | {live} | {scopes} | "
+            f"{options or '-'} |"
         )
     return "\n".join(rows)
 

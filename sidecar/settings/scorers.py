@@ -19,7 +19,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
-from sidecar.core.runs import Scope
+from sidecar.core.runs import SCOPES, Scope
 from sidecar.scorers.registry import ScorerKind, scorer_kinds
 from sidecar.settings.base import _Frozen, _non_empty
 from sidecar.settings.errors import _message, _problem
@@ -139,14 +139,7 @@ class ScorerSettings(_Frozen):
         scopes = kind.facts_given(self.options).scopes
         if self.targets.scope not in scopes:
             raise ValidationError.from_exception_data(
-                type(self).__name__,
-                [
-                    _problem(
-                        ("targets", "scope"),
-                        f"kind {kind.name!r} does not score at scope {self.targets.scope!r} "
-                        f"(its scopes: {', '.join(sorted(scopes))})",
-                    )
-                ],
+                type(self).__name__, [_problem(("targets", "scope"), _scope_refused(kind, scopes, self.targets.scope))]
             )
         return self
 
@@ -183,6 +176,22 @@ class ScorerSettings(_Frozen):
             sample_rate=self.sampling,
             max_input_bytes=self.targets.max_input_bytes,
         )
+
+
+def _scope_refused(kind: ScorerKind[Any], scopes: frozenset[Scope], scope: Scope) -> str:
+    """Why ``kind`` cannot score at ``scope``, and what to write instead."""
+    listed = ", ".join(s for s in SCOPES if s in scopes)
+    if scope == "session" and not scopes & {"session"}:
+        # Mastra's single-turn extractors read the first user and assistant message of a run: over a whole
+        # conversation such a kind would score turn 1 and call it the conversation's score.
+        whole = sorted(name for name, k in scorer_kinds().items() if "session" in k.scopes)
+        return (
+            f"kind {kind.name!r} scores one request and its answer: at scope session it would read the first turn "
+            f"only (its scopes: {listed}; kinds for whole conversations: {', '.join(whole)})"
+        )
+    if scopes == {"session"}:
+        return f"kind {kind.name!r} scores whole conversations: set targets.scope: session (docs/sessions.md)"
+    return f"kind {kind.name!r} does not score at scope {scope!r} (its scopes: {listed})"
 
 
 def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorDetails:

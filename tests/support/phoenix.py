@@ -4,7 +4,8 @@ extra), on loopback, with SQLite in a temporary working directory.
 One server per test session, started by the first test that asks for it (``phoenix``): it is slow to become
 healthy and large in memory (docs/phoenix.md has the figures). Tests isolate themselves by project names and
 span ids. Reads go through Phoenix's documented REST API (``/v1/projects/{project}/spans``,
-``/v1/projects/{project}/span_annotations``); traces go in over OTLP/HTTP like any instrumented app's.
+``/v1/projects/{project}/span_annotations``, ``…/session_annotations``, ``…/sessions``); traces go in over
+OTLP/HTTP like any instrumented app's.
 
 Without the package the tests that need it are skipped, saying so; under CI (``CI`` set) they fail instead,
 since ``.ci/run`` installs it.
@@ -178,6 +179,16 @@ class PhoenixServer:
             params = [("limit", "1000"), *(("span_ids", s) for s in span_ids[i : i + 50])]
             rows.extend(await self._pages(f"/v1/projects/{project}/span_annotations", params))
         return rows
+
+    async def session_annotations(self, project: str, session_ids: list[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for i in range(0, len(session_ids), 50):
+            params = [("limit", "1000"), *(("session_ids", s) for s in session_ids[i : i + 50])]
+            rows.extend(await self._pages(f"/v1/projects/{project}/session_annotations", params))
+        return rows
+
+    async def sessions(self, project: str) -> list[dict[str, Any]]:
+        return await self._pages(f"/v1/projects/{project}/sessions", [("limit", "100")])
 
     async def wait_for_spans(self, project: str, expected: int, *, timeout_s: float = 60) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,154 @@
+"""Conversation items of an ``eval`` dataset: ``turns`` (each an ``input``, an ``output`` and optional
+``tool_calls``), read and checked, then built into the session run the service hands to scorers at
+``scope: session`` (the contract in ``sidecar.core.runs``: turn ``i`` is input message ``i`` and output message
+``i``, the window's turns carry ids, the target is the last turn's agent span).
+
+.. code-block:: json
+
+    {"id": "lost-order", "system": "You are a support agent.",
+     "turns": [{"input": "Where is order 1234?", "output": "It is lost.",
+                "tool_calls": [{"name": "lookup_order", "arguments": {"id": 1234}, "result": {"status": "lost"}}]},
+               {"input": "Refund it.", "output": "Refunded."}]}
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.core.runs import ScorerRunRequest, SessionTurn, SessionWindow, SpanTarget
+from sidecar.scoring.agent import AgentRunInput, SystemMessage, ToolInvocation, assistant_message, user_message
+
+__all__ = ["DatasetToolCall", "DatasetTurn", "TurnsError", "parse_turns", "session_request", "turns_json"]
+
+_TURN_FIELDS = ("input", "output", "tool_calls")
+_CALL_FIELDS = ("name", "arguments", "result")
+
+
+class TurnsError(ValueError):
+    """A ``turns`` value that is not a list of turns (the dataset reports it with its line)."""
+
+
+@dataclass(frozen=True)
+class DatasetToolCall:
+    name: str
+    arguments: Any = None
+    result: Any = None
+    answered: bool = True  # a result was given (a call without one reads as made, not answered)
+
+
+@dataclass(frozen=True)
+class DatasetTurn:
+    input: str
+    output: str
+    tool_calls: tuple[DatasetToolCall, ...] = ()
+
+
+def parse_turns(value: Any) -> tuple[DatasetTurn, ...]:
+    """``turns`` as a dataset writes it (a list, or in CSV a JSON string of one). Raises :class:`TurnsError`."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise TurnsError("'turns' is not valid JSON (a list of {input, output, tool_calls})") from None
+    if not isinstance(value, list) or not value:
+        raise TurnsError("'turns' must be a non-empty list of {input, output, tool_calls}")
+    return tuple(_turn(turn, i) for i, turn in enumerate(value, 1))
+
+
+def _turn(value: Any, number: int) -> DatasetTurn:
+    where = f"turns[{number - 1}] (turn {number})"
+    if not isinstance(value, Mapping):
+        raise TurnsError(f"{where}: a turn is an object with 'input' and 'output'")
+    unknown = sorted(set(value) - set(_TURN_FIELDS))
+    if unknown:
+        raise TurnsError(f"{where}: unknown field {_named(unknown[0], _TURN_FIELDS)}")
+    text_in, text_out = value.get("input"), value.get("output")
+    if not isinstance(text_in, str) or not text_in:
+        raise TurnsError(f"{where}: 'input' (the user's message) must be a non-empty string")
+    if not isinstance(text_out, str):
+        raise TurnsError(f"{where}: 'output' (the agent's answer) must be a string")
+    calls = value.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise TurnsError(f"{where}: 'tool_calls' must be a list of {{name, arguments, result}}")
+    return DatasetTurn(
+        text_in, text_out, tuple(_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls))
+    )
+
+
+def _call(value: Any, where: str) -> DatasetToolCall:
+    if not isinstance(value, Mapping):
+        raise TurnsError(f"{where}: a tool call is an object with 'name', 'arguments' and 'result'")
+    unknown = sorted(set(value) - set(_CALL_FIELDS))
+    if unknown:
+        raise TurnsError(f"{where}: unknown field {_named(unknown[0], _CALL_FIELDS)}")
+    name = value.get("name")
+    if not isinstance(name, str) or not name:
+        raise TurnsError(f"{where}: 'name' must be a non-empty string")
+    return DatasetToolCall(name, value.get("arguments"), value.get("result"), "result" in value)
+
+
+def _named(name: str, allowed: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name.lower(), allowed, n=1, cutoff=0.6)
+    return f"'{name}' (" + (f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}") + ")"
+
+
+def turns_json(turns: Sequence[DatasetTurn]) -> list[dict[str, Any]]:
+    """The turns as plain JSON, for an item's canonical form (its score ids)."""
+    return [
+        {
+            "input": t.input,
+            "output": t.output,
+            "tool_calls": [
+                {"name": c.name, "arguments": c.arguments, **({"result": c.result} if c.answered else {})}
+                for c in t.tool_calls
+            ],
+        }
+        for t in turns
+    ]
+
+
+def session_request(
+    turns: Sequence[DatasetTurn], *, seed: str, conversation_id: str, system: str | None, label: str
+) -> ScorerRunRequest:
+    """The session run of a conversation item: ids derived from ``seed`` (the item's digest), so that the same
+    item gives the same trace and span ids, hence the same score ids, in every run."""
+    ids = [hashlib.sha256(f"{seed}:turn:{i}".encode()).hexdigest() for i in range(len(turns))]
+    trace_ids, span_ids = [d[:32] for d in ids], [d[32:48] for d in ids]
+    inputs = tuple(user_message(t.input, id=f"{span_ids[i]}-in-0") for i, t in enumerate(turns))
+    outputs = tuple(
+        assistant_message(
+            t.output,
+            id=f"{span_ids[i]}-out-0",
+            tool_invocations=tuple(
+                ToolInvocation(
+                    state="result" if c.answered else "call",
+                    tool_call_id=f"{span_ids[i]}-call-{j}",
+                    tool_name=c.name,
+                    args=c.arguments,
+                    result=c.result,
+                )
+                for j, c in enumerate(t.tool_calls)
+            ),
+        )
+        for i, t in enumerate(turns)
+    )
+    window = SessionWindow(
+        conversation_id=conversation_id,
+        # An item has no clock: its turns are in the dataset's order, and the window is whole.
+        turns=tuple(
+            SessionTurn(trace_id=trace_ids[i], span_id=span_ids[i], start_time_unix_nano=0, end_time_unix_nano=0)
+            for i in range(len(turns))
+        ),
+        close_reason="idle",
+    )
+    return ScorerRunRequest(
+        target=SpanTarget(trace_id=trace_ids[-1], span_id=span_ids[-1], span_name=label, kind="agent"),
+        input=AgentRunInput(input_messages=inputs, system_messages=(SystemMessage(content=system),) if system else ()),
+        output=outputs,
+        session=window,
+    )
