@@ -1,0 +1,7 @@
+"""``python -m sidecar.cli``: the command line, as the console script and the worker processes start it."""
+
+import sys
+
+from sidecar.cli import main
+
+sys.exit(main())
