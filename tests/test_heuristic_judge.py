@@ -18,6 +18,7 @@ from sidecar.app.scorer_factory import build_scorers
 from sidecar.conventions import spans_to_runs
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.demo.command import demo_settings, stand_in_judge_config
+from sidecar.embedded.conversations import SCRIPTS, ConversationTraffic
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS, AgentProfile, Conversation, TrafficGenerator
 from sidecar.runtime.attempt import attempt_scorer
@@ -26,6 +27,7 @@ from sidecar.scoring.types import ScorerRunResult
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.agent_runs import agent_run
+from tests.support.conversations import session_of_turns, turn_run
 
 QUALITIES = ("excellent", "partial", "poor")
 
@@ -221,8 +223,9 @@ def test_every_judged_prebuilt_kind_is_covered_here() -> None:
     judged = {name for name, kind in scorer_kinds().items() if kind.prebuilt and kind.needs_judge}
     demo = {"prompt-alignment", "answer-relevancy", "toxicity"}
     tools = {"tool-call-accuracy-llm", "trajectory-llm"}  # scored on the demo's tool calls below
+    conversations = set(CONVERSATION_ORDER)  # scored on the demo's conversations below
     custom = {"llm-judge"}  # its three output types, both directions, on the demo's traffic below
-    assert judged == set(CASES) | demo | tools | custom
+    assert judged == set(CASES) | demo | tools | conversations | custom
 
 
 @pytest.mark.parametrize(
@@ -369,3 +372,63 @@ async def test_the_stand_in_orders_the_demos_answers_for_a_judge_written_in_yaml
     if output_type == "categories":
         ranked = sorted(output["labels"], key=output["labels"].__getitem__, reverse=better == "higher")
         assert labels["support-bot", "excellent"] == ranked[0] and labels["support-bot", "poor"] == ranked[-1]
+
+
+# -- the conversation judges ---------------------------------------------------------------------------------------
+# kind → the moods of the demo's conversations (sidecar.embedded.conversations) from best to worst that its
+# verdicts tell apart; no troubled conversation scores better than a calm one for any kind.
+CONVERSATION_ORDER: dict[str, tuple[str, ...]] = {
+    "user-frustration": ("calm", "recovered", "frustrated"),
+    "conversation-completeness": ("calm", "recovered", "frustrated"),
+    "knowledge-retention": ("calm", "recovered"),  # only the recovered agents ask again what the user wrote
+    "role-adherence": ("calm", "frustrated"),  # only the frustrated agents turn rude
+}
+
+
+async def test_the_stand_in_orders_the_demos_conversations_for_every_conversation_judge(
+    judge_server: JudgeServer,
+) -> None:
+    """The demo's conversation judges (its own configuration), and a judge written in YAML over
+    ``{{ conversation }}``, on each of the demo's conversations: calm ones score best, frustrated ones worst, in
+    each kind's direction."""
+    from sidecar.demo.command import conversation_scorers
+
+    judge_server.reset(heuristic_reply)
+    custom = {
+        "id": "llm-judge",
+        "kind": "llm-judge",
+        "judge": "default",
+        "targets": {"scope": "session"},
+        "options": {
+            "instructions": "Rate how well the agent served the user over the conversation.",
+            "prompt": "{{ conversation }}",
+            "output": {"type": "number", "min": 1, "max": 5},
+        },
+    }
+    config = {
+        "judges": {"default": stand_in_judge_config(judge_server.url)},
+        "scorers": [*conversation_scorers(), custom],
+    }
+    settings = load_eval_settings(yaml.safe_dump(config))
+    scorers = build_scorers(settings)
+    kinds = scorer_kinds()
+    order = {**CONVERSATION_ORDER, "llm-judge": ("calm", "recovered", "frustrated")}
+    scores: dict[str, dict[str, list[float]]] = {s.id: {} for s in settings.scorers}
+    for script in SCRIPTS:
+        [turns] = ConversationTraffic(scripts=[script]).conversations(1)
+        session = session_of_turns(
+            [turn_run(t.request.SerializeToString()) for t in turns], turns[0].conversation_id or ""
+        )
+        for configured in settings.scorers:
+            result = await _score(scorers[configured.id], session)
+            scores[configured.id].setdefault(script.mood, []).append(float(result.score or 0.0))
+    report = json.dumps(scores, indent=1)
+    assert set(scores) == set(order)
+    for configured in settings.scorers:
+        sign = 1 if kinds[configured.kind].direction == "higher" else -1
+        by_mood = {mood: sign * mean(values) for mood, values in scores[configured.id].items()}
+        ordered = [by_mood[mood] for mood in order[configured.id]]
+        assert ordered == sorted(ordered, reverse=True) and len(set(ordered)) == len(ordered), (
+            f"{configured.id}: {order[configured.id]} {ordered}\n{report}"
+        )
+        assert all(value <= by_mood["calm"] for value in by_mood.values()), f"{configured.id}:\n{report}"
