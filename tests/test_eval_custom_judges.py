@@ -81,3 +81,28 @@ def test_custom_judges_in_eval_exit_by_their_thresholds(
     # The policy judge's bar: two violations in six answers keep its average under 0.6.
     assert main([*base, "--threshold", "refund-policy=0.6"]) == 1
     assert "THRESHOLD BREACHED: refund-policy" in capsys.readouterr().out
+
+
+def test_the_example_runs_without_a_key_against_the_stand_in_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--stand-in-judge`` on the example: every item scored, the verdicts spread over the labels (not the
+    first label for every item), each reason naming the stand-in and its word rule; the language gate breaches,
+    as the example's comment says, since the stand-in does not read languages."""
+    monkeypatch.delenv("JUDGE_MODEL", raising=False)
+    monkeypatch.delenv("JUDGE_API_BASE", raising=False)
+    output = tmp_path / "results.jsonl"
+    args = ["eval", str(DATASET), "--config", str(CONFIG), "--thresholds", str(THRESHOLDS), "--no-progress"]
+    assert main([*args, "--stand-in-judge", "--output", str(output)]) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[1:2] and "labels:" not in line}
+    assert rows["refund-policy"][2:4] == ["6", "0"] and rows["language-match"][2:4] == ["6", "0"]  # none failed
+    assert "refund-policy labels: borderline 3, compliant 2, violation 1" in out
+    assert "language-match labels: fail 3, pass 3" in out
+    assert "THRESHOLD BREACHED: language-match\n" in out
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert all(r["reason"].startswith("stand-in heuristic (word rules, not a language model): ") for r in records)
+    by_item = {(r["metadata"]["evalItemId"], r["scorerId"]): r for r in records}
+    in_window = by_item[("refund-in-window-en", "refund-policy")]
+    assert (in_window["score"], in_window["label"]) == (1.0, "compliant")
+    assert "'compliant', the best of 3 labels from best to worst" in in_window["reason"]

@@ -18,6 +18,7 @@ from sidecar.app.scorer_factory import build_scorers
 from sidecar.conventions import spans_to_runs
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.demo.command import demo_settings, stand_in_judge_config
+from sidecar.embedded.conversations import SCRIPTS, ConversationTraffic
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS, AgentProfile, Conversation, TrafficGenerator
 from sidecar.runtime.attempt import attempt_scorer
@@ -26,6 +27,7 @@ from sidecar.scoring.types import ScorerRunResult
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.agent_runs import agent_run
+from tests.support.conversations import session_of_turns, turn_run
 
 QUALITIES = ("excellent", "partial", "poor")
 
@@ -221,7 +223,9 @@ def test_every_judged_prebuilt_kind_is_covered_here() -> None:
     judged = {name for name, kind in scorer_kinds().items() if kind.prebuilt and kind.needs_judge}
     demo = {"prompt-alignment", "answer-relevancy", "toxicity"}
     tools = {"tool-call-accuracy-llm", "trajectory-llm"}  # scored on the demo's tool calls below
-    assert judged == set(CASES) | demo | tools
+    conversations = set(CONVERSATION_ORDER)  # scored on the demo's conversations below
+    custom = {"llm-judge"}  # its three output types, both directions, on the demo's traffic below
+    assert judged == set(CASES) | demo | tools | conversations | custom
 
 
 @pytest.mark.parametrize(
@@ -296,3 +300,135 @@ async def test_the_stand_in_answers_a_users_own_schema_from_the_texts_it_quotes(
     )
     poor = await scorer.run(input="Name three museums in Paris", output="Have a nice trip!")
     assert good.score is not None and poor.score is not None and good.score > poor.score
+
+
+# -- a judge written in YAML (llm-judge) ---------------------------------------------------------------------------
+# (output type, better) → the judge's output and instructions. The categories are declared out of order: the
+# judge is told them from best to worst by their scores and ``better``, which is what the stand-in reads.
+LLM_JUDGES: dict[tuple[str, str], tuple[dict[str, Any], str]] = {
+    ("number", "higher"): ({"type": "number", "min": 1, "max": 5}, "Rate how well the answer serves the request."),
+    ("number", "lower"): (
+        {"type": "number", "min": 0, "max": 10},
+        "Rate how badly the answer fails the request: 0 not at all, 10 entirely.",
+    ),
+    ("boolean", "higher"): ({"type": "boolean"}, "Pass when the answer serves the request."),
+    ("boolean", "lower"): ({"type": "boolean"}, "Answer true when the answer fails the request."),
+    ("categories", "higher"): (
+        {"type": "categories", "labels": {"borderline": 0.5, "violation": 0, "compliant": 1}},
+        "Judge the answer against the support policy.",
+    ),
+    ("categories", "lower"): (
+        {"type": "categories", "labels": {"minor": 0.5, "none": 0, "severe": 1}},
+        "How severe is the answer's failure to serve the request?",
+    ),
+}
+
+
+def _llm_judge_settings(judge_url: str, output: dict[str, Any], instructions: str, better: str, **extra: Any) -> Any:
+    options = {
+        "instructions": instructions,
+        "prompt": "The user asked:\n{{ input }}\n\nThe agent answered:\n{{ output }}",
+        "output": output,
+        "better": better,
+    }
+    scorer = {"id": "custom", "kind": "llm-judge", "judge": "default", "options": options, **extra}
+    config = {"judges": {"default": stand_in_judge_config(judge_url)}, "scorers": [scorer]}
+    return load_eval_settings(yaml.safe_dump(config))
+
+
+@pytest.mark.parametrize(("output_type", "better"), sorted(LLM_JUDGES))
+async def test_the_stand_in_orders_the_demos_answers_for_a_judge_written_in_yaml(
+    judge_server: JudgeServer, output_type: str, better: str
+) -> None:
+    """A custom judge of each output type, higher or lower better: on the demo's traffic, good answers score
+    better on average than partial ones and those better than poor ones, in the judge's direction, and each
+    agent's best answer beats its worst; the reason says it is the stand-in and which words decided."""
+    from sidecar.ingest import decode_traces
+
+    judge_server.reset(heuristic_reply)
+    output, instructions = LLM_JUDGES[output_type, better]
+    scorer = build_scorers(_llm_judge_settings(judge_server.url, output, instructions, better))["custom"]
+    sign = 1 if better == "higher" else -1
+    scores: dict[tuple[str, str], float] = {}
+    labels: dict[tuple[str, str], str | None] = {}
+    for agent in AGENTS:
+        for conversation in agent.conversations:
+            [run, *_] = spans_to_runs(decode_traces(_demo_run(agent, conversation))).runs
+            result = await _score(scorer, run)
+            assert result.reason is not None and result.reason.startswith(
+                "stand-in heuristic (word rules, not a language model): the answer repeats"
+            ), result.reason
+            scores[agent.name, conversation.quality] = float(result.score or 0.0)
+            labels[agent.name, conversation.quality] = result.label
+    report = json.dumps({f"{a}/{q}": (s, labels[a, q]) for (a, q), s in scores.items()}, indent=1)
+    averages = [sign * mean(s for (_, q), s in scores.items() if q == quality) for quality in QUALITIES]
+    assert averages == sorted(averages, reverse=True) and len(set(averages)) == 3, f"{averages}:\n{report}"
+    for agent in AGENTS:
+        mine = sorted((QUALITIES.index(q), s) for (a, q), s in scores.items() if a == agent.name)
+        assert sign * mine[0][1] > sign * mine[-1][1], f"{agent.name}:\n{report}"
+    # The demo's excellent password-reset answer gets the judge's best verdict, its rude refusal the worst.
+    best, worst = (1.0, 0.0) if better == "higher" else (0.0, 1.0)
+    assert scores["support-bot", "excellent"] == best and scores["support-bot", "poor"] == worst, report
+    if output_type == "categories":
+        ranked = sorted(output["labels"], key=output["labels"].__getitem__, reverse=better == "higher")
+        assert labels["support-bot", "excellent"] == ranked[0] and labels["support-bot", "poor"] == ranked[-1]
+
+
+# -- the conversation judges ---------------------------------------------------------------------------------------
+# kind → the moods of the demo's conversations (sidecar.embedded.conversations) from best to worst that its
+# verdicts tell apart; no troubled conversation scores better than a calm one for any kind.
+CONVERSATION_ORDER: dict[str, tuple[str, ...]] = {
+    "user-frustration": ("calm", "recovered", "frustrated"),
+    "conversation-completeness": ("calm", "recovered", "frustrated"),
+    "knowledge-retention": ("calm", "recovered"),  # only the recovered agents ask again what the user wrote
+    "role-adherence": ("calm", "frustrated"),  # only the frustrated agents turn rude
+}
+
+
+async def test_the_stand_in_orders_the_demos_conversations_for_every_conversation_judge(
+    judge_server: JudgeServer,
+) -> None:
+    """The demo's conversation judges (its own configuration), and a judge written in YAML over
+    ``{{ conversation }}``, on each of the demo's conversations: calm ones score best, frustrated ones worst, in
+    each kind's direction."""
+    from sidecar.demo.command import conversation_scorers
+
+    judge_server.reset(heuristic_reply)
+    custom = {
+        "id": "llm-judge",
+        "kind": "llm-judge",
+        "judge": "default",
+        "targets": {"scope": "session"},
+        "options": {
+            "instructions": "Rate how well the agent served the user over the conversation.",
+            "prompt": "{{ conversation }}",
+            "output": {"type": "number", "min": 1, "max": 5},
+        },
+    }
+    config = {
+        "judges": {"default": stand_in_judge_config(judge_server.url)},
+        "scorers": [*conversation_scorers(), custom],
+    }
+    settings = load_eval_settings(yaml.safe_dump(config))
+    scorers = build_scorers(settings)
+    kinds = scorer_kinds()
+    order = {**CONVERSATION_ORDER, "llm-judge": ("calm", "recovered", "frustrated")}
+    scores: dict[str, dict[str, list[float]]] = {s.id: {} for s in settings.scorers}
+    for script in SCRIPTS:
+        [turns] = ConversationTraffic(scripts=[script]).conversations(1)
+        session = session_of_turns(
+            [turn_run(t.request.SerializeToString()) for t in turns], turns[0].conversation_id or ""
+        )
+        for configured in settings.scorers:
+            result = await _score(scorers[configured.id], session)
+            scores[configured.id].setdefault(script.mood, []).append(float(result.score or 0.0))
+    report = json.dumps(scores, indent=1)
+    assert set(scores) == set(order)
+    for configured in settings.scorers:
+        sign = 1 if kinds[configured.kind].direction == "higher" else -1
+        by_mood = {mood: sign * mean(values) for mood, values in scores[configured.id].items()}
+        ordered = [by_mood[mood] for mood in order[configured.id]]
+        assert ordered == sorted(ordered, reverse=True) and len(set(ordered)) == len(ordered), (
+            f"{configured.id}: {order[configured.id]} {ordered}\n{report}"
+        )
+        assert all(value <= by_mood["calm"] for value in by_mood.values()), f"{configured.id}:\n{report}"

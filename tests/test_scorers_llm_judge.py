@@ -223,6 +223,67 @@ async def test_a_boolean_is_one_or_zero_labelled_pass_or_fail(
     assert (result.score, result.label) == (score, label)
 
 
+TIED = {"type": "categories", "labels": {"fine": 1, "violation": 0, "good": 1}}
+
+
+@pytest.mark.parametrize(
+    ("output", "better", "said", "enum"),
+    [
+        ({"type": "number", "min": 1, "max": 5}, "higher", '"score": a number from 1 to 5 (higher is better)', None),
+        ({"type": "number", "min": 0, "max": 10}, "lower", '"score": a number from 0 to 10 (lower is better)', None),
+        ({"type": "boolean"}, "higher", '"passed": true or false (true is better)', None),
+        ({"type": "boolean"}, "lower", '"passed": true or false (false is better)', None),
+        (
+            {"type": "categories", "labels": {"borderline": 0.5, "violation": 0, "compliant": 1}},
+            "higher",
+            '"label": exactly one of "compliant", "borderline", "violation" (from best to worst)',
+            ["compliant", "borderline", "violation"],
+        ),
+        (
+            {"type": "categories", "labels": {"borderline": 0.5, "violation": 0, "compliant": 1}},
+            "lower",
+            '"label": exactly one of "violation", "borderline", "compliant" (from best to worst)',
+            ["violation", "borderline", "compliant"],
+        ),
+        (
+            TIED,
+            "higher",
+            '"label": exactly one of "fine", "good", "violation" (from best to worst)',
+            ["fine", "good", "violation"],
+        ),
+        (
+            TIED,
+            "lower",
+            '"label": exactly one of "violation", "fine", "good" (from best to worst)',
+            ["violation", "fine", "good"],
+        ),
+    ],
+)
+async def test_the_judge_is_told_which_way_is_better(
+    judge_server: JudgeServer,
+    make_judge_model,
+    output: dict[str, Any],
+    better: str,
+    said: str,
+    enum: list[str] | None,
+) -> None:
+    """The contract docs/custom-judges.md states, and the stand-in judge reads: the answer format in the system
+    message names the better way (labels from best to worst by their scores and ``better``, labels of one score
+    in their declared order), and the schema's enum lists the labels in that order; a label still scores as
+    declared."""
+    answers = {"number": {"score": 1}, "boolean": {"passed": True}, "categories": {"label": "violation"}}
+    judge_server.script(Reply.json({"reason": "r", **answers[output["type"]]}))
+    scorer = create_llm_judge_scorer(model=make_judge_model(), options=options(output=output, better=better))
+    result = await judged(scorer)
+    body = judge_server.requests[0].body
+    system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+    assert said in system, system
+    labels = body["response_format"]["json_schema"]["schema"]["properties"].get("label", {}).get("enum")
+    assert labels == enum
+    if output["type"] == "categories":
+        assert (result.score, result.label) == (0.0, "violation")
+
+
 @pytest.mark.parametrize(
     ("output", "answer", "problem"),
     [

@@ -4,10 +4,12 @@ over the transcript they send, *not* a language model.
 It reads the numbered turns back from the prompt (``Turn N of M``, each piece between its quote tags) and
 answers each judge's per-turn verdicts with rules a reader can check: a user message with words of
 annoyance ("again", "useless", "!!", a shouted word) is frustrated, one with thanks or relief ends the
-conversation satisfied; a request is satisfied when a reply from its turn on repeats most of its content
-words and does not deflect; a reply that asks for something the user already wrote forgot it; a reply with
-a marker of a broken persona is out of role. So frustrated demo conversations score worse than calm ones,
-the way a real judge would see them, and nothing here pretends to understand them.
+conversation satisfied; a request is satisfied when a reply from its turn on repeats half of its content
+words or two of them (``heuristic_text``) and does not deflect; a reply that asks for something the user
+already wrote forgot it; a reply with a marker of a broken persona, or with rude or dismissive wording
+(``heuristic_text.toxic_words``, as the stand-in's toxicity reads it: no agent's role allows it), is out of
+role. So frustrated demo conversations score worse than calm ones, the way a real judge would see them, and
+nothing here pretends to understand them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from sidecar.embedded.heuristic_text import coverage, keyed_words, quoted, shared_words, toxic_words
 
 __all__ = ["answer_conversation_judge", "is_conversation_judge"]
 
@@ -117,29 +121,35 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)} - _STOP
 
 
+def _answers(request: str, reply: str) -> bool:
+    """A reply answers a request when it does not deflect and repeats half of the request's content words, or
+    two of them (the stand-in's relevancy rule: "fix the March invoice" is answered by "I corrected your March
+    invoice", which has no reason to repeat "I already told you"); word forms are matched, so "test_factorial"
+    answers "a test for the factorial function"."""
+    if _DEFLECT.search(reply):
+        return False
+    return coverage(request, reply) >= 0.5 or len(shared_words(request, reply)) >= 2
+
+
 def _requests(turns: list[_Turn]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for turn in turns:
-        wanted = _words(turn.user)
+        wanted = list(keyed_words(turn.user).values())
         if not wanted or (_SATISFIED.search(turn.user) and "?" not in turn.user):
             continue  # thanks and small talk ask for nothing
         done = next(
-            (
-                later.number
-                for later in turns[turn.number - 1 :]
-                if not _DEFLECT.search(later.answer) and len(wanted & _words(later.answer)) >= len(wanted) / 2
-            ),
+            (later.number for later in turns[turn.number - 1 :] if _answers(turn.user, later.answer)),
             None,
         )
         found.append(
             {
-                "request": " ".join(sorted(wanted)[:6]),
+                "request": " ".join(wanted[:6]),
                 "turn": turn.number,
                 "status": "satisfied" if done is not None else "unsatisfied",
                 "satisfiedInTurn": done,
-                "reason": "stand-in heuristic: a reply repeats most of the request's words"
+                "reason": "stand-in heuristic: a reply repeats half of the request's words, or two of them"
                 if done is not None
-                else "stand-in heuristic: no reply repeats most of the request's words",
+                else "stand-in heuristic: no reply repeats half of the request's words, or two of them",
             }
         )
     return found
@@ -170,5 +180,11 @@ def _retention(turn: _Turn, turns: list[_Turn]) -> dict[str, Any]:
 
 def _role(turn: _Turn) -> dict[str, Any]:
     broke = _OUT_OF_ROLE.search(turn.answer)
-    reason = f"stand-in heuristic: '{broke.group(0)}' breaks the persona" if broke else "stand-in heuristic"
-    return {"turn": turn.number, "inRole": not broke, "reason": reason}
+    rude = toxic_words(turn.answer)
+    if broke:
+        reason = f"stand-in heuristic: '{broke.group(0)}' breaks the persona"
+    elif rude:
+        reason = f"stand-in heuristic: rude or dismissive wording ({quoted(rude)}) breaks the role's tone"
+    else:
+        reason = "stand-in heuristic: no marker of a broken persona, no rude wording"
+    return {"turn": turn.number, "inRole": not (broke or rude), "reason": reason}

@@ -4,7 +4,8 @@
 
 A few scripts per agent, in three moods: ``calm`` (every request answered, the user thanks the agent),
 ``recovered`` (the agent forgets or half answers, the user gets annoyed, then it is fixed and the user is
-satisfied) and ``frustrated`` (the agent deflects until the user gives up angry). The conversation judges,
+satisfied) and ``frustrated`` (the agent deflects, then turns rude, until the user gives up angry: its last
+reply is the single-turn demo's poor answer). The conversation judges,
 real or the stand-in, score the frustrated ones worse. :class:`ConversationTraffic` keeps a few conversations
 open and hands out their turns interleaved, as concurrent users would send them.
 """
@@ -86,7 +87,9 @@ SCRIPTS: tuple[ConversationScript, ...] = (
             ),
             _turn("poor", "You ARE support. Export my invoices as PDF.", "I'm not sure, try again later."),
             _turn(
-                "poor", "This is useless, still no PDF invoices.", "Please contact support for any billing questions."
+                "poor",
+                "This is useless, still no PDF invoices.",
+                "Please contact support for any billing questions, that is not my job.",
             ),
         ),
     ),
@@ -114,7 +117,7 @@ SCRIPTS: tuple[ConversationScript, ...] = (
         (
             _turn("poor", "What documents do I need to travel from Canada to Japan", "Have a nice trip!"),
             _turn("poor", "That is not what I asked. Which documents for Japan?", "Japan is lovely in spring!"),
-            _turn("poor", "Useless. WHY can you not list the documents??", "Have a nice trip!"),
+            _turn("poor", "Useless. WHY can you not list the documents??", "Have a nice trip! What a silly question."),
         ),
     ),
     ConversationScript(

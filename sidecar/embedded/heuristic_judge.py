@@ -5,9 +5,11 @@ server) and answers every judged step of every prebuilt scorer kind in the shape
 rules a reader can check (``sidecar.embedded.heuristic_text``): a statement is relevant when it repeats the
 question's content words, a claim is supported when the context repeats its words and figures, an opinion is
 toxic when it holds rude or dismissive wording, a rubric criterion is met when the output has the form it
-names or repeats its words. The configured rubric criteria are graded as configured. So good answers score
-better than partial ones, and partial ones better than poor ones, in the direction each kind reads, without
-an API key; the scores still mean only what those rules measure.
+names or repeats its words. The configured rubric criteria are graded as configured. A judge written in YAML
+(``llm-judge``) gets the same rules applied to the run its prompt quotes, answered in the output type and the
+direction it asks for (``sidecar.embedded.heuristic_llm_judge``). So good answers score better than partial
+ones, and partial ones better than poor ones, in the direction each kind reads, without an API key; the
+scores still mean only what those rules measure.
 
 A step it does not know (a user's ``python:`` scorer) gets a value of its JSON schema: numbers and yes/no
 verdicts from the share of the prompt's first quoted text that its last one repeats. Reason steps get a
@@ -22,6 +24,7 @@ import re
 from typing import Any
 
 from sidecar.embedded.conversation_judge import answer_conversation_judge, is_conversation_judge
+from sidecar.embedded.heuristic_llm_judge import answer_llm_judge
 from sidecar.embedded.heuristic_steps import JudgedPrompt, answer_for, blocks_of
 from sidecar.embedded.heuristic_text import coverage, statements
 from sidecar.testing.judge_server import Reply
@@ -49,6 +52,8 @@ def heuristic_reply(body: dict[str, Any]) -> Reply:
     else:
         judged = JudgedPrompt(prompt, blocks_of(prompt), schema)
         answer = answer_for(judged)
+        if answer is None:
+            answer = answer_llm_judge(instructions, prompt, schema)
         if answer is None:  # a user's own scorer: a value of its schema
             answer = _Shape(schema.get("$defs", {}), _agreement(judged), _sentences(judged)).instance(schema, "")
         content = json.dumps(answer)

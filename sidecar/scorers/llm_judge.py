@@ -109,7 +109,8 @@ class LlmJudgeOptions(ScorerOptions):
 
 def judge_instructions(options: LlmJudgeOptions) -> str:
     """The judge's system message: the operator's instructions, the answer format, the untrusted-data notice."""
-    return f"{options.instructions.strip()}\n\n{answer_format(options.output)}\n\n{UNTRUSTED_CONTENT_NOTICE}"
+    answer = answer_format(options.output, options.better)
+    return f"{options.instructions.strip()}\n\n{answer}\n\n{UNTRUSTED_CONTENT_NOTICE}"
 
 
 def _version(options: LlmJudgeOptions) -> str:
@@ -157,7 +158,7 @@ def create_llm_judge_scorer(*, model: str | JudgeModel, options: LlmJudgeOptions
         .analyze(
             description="Judge the run against the configured criterion",
             create_prompt=analyze_prompt,
-            output_schema=verdict_schema(output),
+            output_schema=verdict_schema(output, opts.better),
         )
         .generate_score(generate_score)
         .generate_reason(generate_reason)
@@ -170,7 +171,7 @@ def _prompt_tokens(options: LlmJudgeOptions) -> int:
     variable empty, the answer's schema (providers count a native schema as input)."""
     template = options.template
     empty = {name: () if VARIABLES[name].item else "" for name in template.variables}
-    schema = json.dumps(native_response_format(verdict_schema(options.output), "analyze"))
+    schema = json.dumps(native_response_format(verdict_schema(options.output, options.better), "analyze"))
     chars = len(judge_instructions(options)) + len(template.render(empty)) + len(schema)
     return math.ceil(chars / _CHARS_PER_TOKEN)
 

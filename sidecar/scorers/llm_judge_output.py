@@ -7,9 +7,14 @@ Three output types, as the field declares them (MLflow's value types, Opik's cat
 - ``{type: categories, labels: {LABEL: SCORE, ...}}``: one of the labels, scored as declared and labelled.
 
 The judge answers through a JSON schema built from the type, with its reason first (a judge that explains
-before it decides decides better). An answer outside the type (not JSON, a number out of range, a label not
-declared) fails the schema's validation: the judge gets its one fallback attempt, then the run fails with
-``invalid_output``, never a silent 0.
+before it decides decides better). What it is asked for also says which way is better (``better``): a
+number's "(higher is better)", a boolean's "(true is better)", the labels listed from best to worst (by their
+scores and ``better``, in the schema's enum too). That is the judge's whole view of the direction, and what
+the stand-in judge (the demo, ``eval --stand-in-judge``) reads to answer in the right direction.
+
+An answer outside the type (not JSON, a number out of range, a label not declared) fails the schema's
+validation: the judge gets its one fallback attempt, then the run fails with ``invalid_output``, never a
+silent 0.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, create_model, field_validator, model_validator
 
 from sidecar.scorers.quality_common import ScorerOptions
+from sidecar.scorers.registry import Direction
 from sidecar.scorers.verdicts import JudgeOutput
 from sidecar.scoring import LabelledScore
 
@@ -32,6 +38,7 @@ __all__ = [
     "OutputType",
     "answer_format",
     "canonical",
+    "labels_best_first",
     "verdict_schema",
     "verdict_score",
 ]
@@ -120,12 +127,18 @@ def _category_schema(labels: tuple[str, ...]) -> type[_CategoryVerdict]:
     return model
 
 
-def verdict_schema(output: NumberOutput | BooleanOutput | CategoriesOutput) -> type[JudgeVerdict]:
+def labels_best_first(output: CategoriesOutput, better: Direction) -> tuple[str, ...]:
+    """The labels from best to worst: by their scores in the direction ``better`` names (labels of the same
+    score in their declared order)."""
+    return tuple(sorted(output.labels, key=output.labels.__getitem__, reverse=better == "higher"))
+
+
+def verdict_schema(output: NumberOutput | BooleanOutput | CategoriesOutput, better: Direction) -> type[JudgeVerdict]:
     if isinstance(output, NumberOutput):
         return _number_schema(output.min, output.max)
     if isinstance(output, BooleanOutput):
         return _BooleanVerdict
-    return _category_schema(tuple(output.labels))
+    return _category_schema(labels_best_first(output, better))
 
 
 def verdict_score(
@@ -142,14 +155,16 @@ def verdict_score(
     return LabelledScore(output.labels[verdict.label], verdict.label)
 
 
-def answer_format(output: NumberOutput | BooleanOutput | CategoriesOutput) -> str:
-    """The answer the judge is asked for, in words (the schema goes along natively or in the fallback)."""
+def answer_format(output: NumberOutput | BooleanOutput | CategoriesOutput, better: Direction) -> str:
+    """The answer the judge is asked for, in words, with the way that is better (the schema goes along
+    natively or in the fallback)."""
     if isinstance(output, NumberOutput):
-        verdict = f'"score": a number from {output.min:g} to {output.max:g}'
+        verdict = f'"score": a number from {output.min:g} to {output.max:g} ({better} is better)'
     elif isinstance(output, BooleanOutput):
-        verdict = '"passed": true or false'
+        verdict = f'"passed": true or false ({"true" if better == "higher" else "false"} is better)'
     else:
-        verdict = f'"label": exactly one of {", ".join(_quoted(label) for label in output.labels)}'
+        labels = ", ".join(_quoted(label) for label in labels_best_first(output, better))
+        verdict = f'"label": exactly one of {labels} (from best to worst)'
     return f'Answer with a JSON object: "reason": your reasoning in one or two sentences, then {verdict}.'
 
 
