@@ -114,13 +114,15 @@ def judge_instructions(options: LlmJudgeOptions) -> str:
 
 
 def _version(options: LlmJudgeOptions) -> str:
-    # What decides a score: another instruction, template, output type or scale is another scorer, with other
-    # score ids; the same YAML gives the same ids in every process.
+    # What decides a score: another instruction, template, output type, scale or direction (the judge reads which
+    # way is better, and the labels in that order) is another scorer, with other score ids; the same YAML gives
+    # the same ids in every process.
     payload = {
         "instructions": options.instructions,
         "prompt": options.prompt,
         "output": canonical(options.output),
         "scale": options.scale,
+        "better": options.better,
     }
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
     return f"llm-judge:1:{digest[:16]}"
