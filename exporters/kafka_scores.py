@@ -460,6 +460,8 @@ def _own_topic(block: KafkaScoresExporterSettings, view: SettingsView) -> Iterab
         yield config_problem(
             ("exporters", "kafka_scores", "topic"), "must differ from the input and dead-letter topics"
         )
+        if block.dead_letter_topic is None:
+            return  # its dead letters' topic is named after it: one problem, where the operator wrote it
     letters = block.score_dead_letter_topic
     if letters in view.input_topics or letters == view.dead_letter_topic or letters == block.topic:
         yield config_problem(
