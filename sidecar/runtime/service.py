@@ -3,7 +3,9 @@
 Records come from a :class:`~sidecar.runtime.sources.RecordSource` (a group subscription for ``run``) through
 the :class:`~sidecar.runtime.intake.Intake` to the :class:`~sidecar.runtime.records.RecordHandler`, which starts
 span runs on the :class:`~sidecar.runtime.dispatch.RunDispatcher` and hands spans to the whole-trace stage
-(:class:`~sidecar.runtime.trace_scope.TraceScope`); the :class:`~sidecar.runtime.ledger.RecordLedger` holds each
+(:class:`~sidecar.runtime.trace_scope.TraceScope`), which hands the turns of conversations to stage 1; stage 2
+(:class:`~sidecar.runtime.sessions.SessionStage`, ``scope: session``) is a second intake over the internal topic
+in its own group, on the same dispatcher. The :class:`~sidecar.runtime.ledger.RecordLedger` holds each
 record until its work is exported, and the :class:`~sidecar.runtime.checkpoint.Checkpoint` commits behind it:
 committable offsets first, then every sink flushed, then the commit (at-least-once; score ids are deterministic,
 so redelivery is harmless). The stop is bounded (:mod:`sidecar.runtime.stopping`).
@@ -19,7 +21,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from sidecar.core import Sink
+from sidecar.core import Flushable, Sink
 from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
@@ -33,7 +35,9 @@ from sidecar.runtime.intake import INTAKE_STOP_S, Intake
 from sidecar.runtime.ledger import RecordLedger
 from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.records import RecordHandler
-from sidecar.runtime.sources import GroupSubscription, RecordSource
+from sidecar.runtime.sessions import SessionLimits, SessionStage, TurnPublishing, TurnTopic
+from sidecar.runtime.sessions.consumer import session_group, start_session_consumer
+from sidecar.runtime.sources import GroupSubscription, RecordSource, RestoringSubscription
 from sidecar.runtime.stopping import StopClock, StopReport, cancel_and_wait, close_side_by_side, closing_reserve
 from sidecar.runtime.trace_scope import TraceScope
 
@@ -63,6 +67,8 @@ class ScoringService:
         agent_labels: AgentLabels | None = None,
         source: RecordSource | None = None,
         key_sampling: bool = True,
+        sessions: SessionLimits | None = None,
+        turn_topic: TurnTopic | None = None,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -86,6 +92,20 @@ class ScoringService:
         self._capacity.bound(lambda: self._ledger.held_bytes >= limits.max_buffered_bytes)
         self._dispatcher.on_change = self._capacity.update
         trace_scorers = [s for s in scorers if s.scope == "trace"]
+        session_scorers = [s for s in scorers if s.scope == "session"]
+        turns: TurnPublishing | None = None
+        self._sessions: SessionStage | None = None
+        self._turn_topic = turn_topic if session_scorers else None
+        if session_scorers:
+            if sessions is None or turn_topic is None:
+                raise ValueError("scope: session needs the sessions block and the internal topic's publisher")
+            turns = TurnPublishing(session_scorers, sessions, turn_topic, observer)
+            self._sessions = SessionStage(
+                session_scorers, sessions, dispatcher=self._dispatcher, topic=turn_topic, observer=observer,
+                max_in_flight_runs=limits.max_in_flight_runs,
+            )  # fmt: skip
+        # What the checkpoint flushes before it commits: the sinks, and the internal topic's turns.
+        self._checkpointed: tuple[Flushable, ...] = (*self._sinks, *filter(None, [self._turn_topic]))
         self._traces = (
             TraceScope(
                 trace_scorers,
@@ -97,11 +117,13 @@ class ScoringService:
                 max_in_flight_runs=limits.max_in_flight_runs,
                 dead_letter_topic=ingest.dead_letter_topic,
                 span_attributes=ingest.span_attributes,
+                turns=turns,
             )
-            if trace_scorers
+            if trace_scorers or turns is not None
             else None
         )
         self._intake: Intake | None = None
+        self._session_intake: Intake | None = None
         self._running = False
         self._checkpoints: Checkpoint[TopicPartition] | None = None  # once the consumer exists
         self._waiting = ""  # why the start-up waits (the broker), for /readyz
@@ -114,7 +136,8 @@ class ScoringService:
     @property
     def ready(self) -> bool:
         """The consumer joined its group and polled."""
-        return self._running and self._intake is not None and self._intake.ready
+        sessions = self._sessions is None or (self._session_intake is not None and self._session_intake.ready)
+        return self._running and self._intake is not None and self._intake.ready and sessions
 
     def readiness(self) -> tuple[bool, str]:
         """``/readyz``: the group is joined, every exporter confirms its exports (a sink whose last
@@ -140,15 +163,25 @@ class ScoringService:
         self.stop_phase = "starting"
         self._running = True
         clients: BrokerClients | None = None
+        session_consumer: AIOKafkaConsumer | None = None
         background: list[asyncio.Task[None]] = []
+        sessions_stop = asyncio.Event()  # stage 2 stops when stage 1 does (a stop, or a bounded source's end)
         try:
             clients = await start_clients(
-                self._clients, self._sinks, stop, waiting=self._set_waiting, phase=self._set_phase
+                self._clients, self._checkpointed, stop, waiting=self._set_waiting, phase=self._set_phase
             )
             if clients is None:
                 return  # stopped while waiting for the broker: nothing was consumed
             consumer = clients.consumer
-            self._checkpoints = Checkpoint(self._ledger.offsets, self._sinks, consumer, self._observer)
+            if self._sessions is not None:
+                self.stop_phase = "starting: the conversations' consumer"
+                session_consumer, _ = await start_session_consumer(self._clients, self._sessions.limits.topic)
+                self._session_intake = self._new_session_intake(session_consumer, self._sessions)
+                await self._session_intake.attach()
+            confirmations = (self._sessions.confirmation,) if self._sessions is not None else ()
+            self._checkpoints = Checkpoint(
+                self._ledger.offsets, self._checkpointed, consumer, self._observer, confirmations=confirmations
+            )
             publisher = DeadLetterPublisher(
                 clients.producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding
             )
@@ -170,22 +203,32 @@ class ScoringService:
             if self._traces is not None:
                 self._traces.publisher = publisher
                 background.append(asyncio.create_task(self._traces.run(stop), name="trace readiness"))
+            stage2 = self._start_stage2(sessions_stop)
             ended = await intake.run_until(stop)
             if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
-            if self._traces is not None:
-                await cancel_and_wait(background.pop())
+            sessions_stop.set()
+            for task in background[1:]:
+                await cancel_and_wait(task)
+            if stage2 is not None and await stage2 == "abandoned":
+                report.give_up(f"the conversations' intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
             if ended == "exhausted":
                 await self._finish_source(stop)
             await self._drain(clock.left() - reserve, report)
             await cancel_and_wait(background[0])  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(limits.flush_timeout_s, clock.left() - reserve / 2), report)
+            if self._sessions is not None and not await self._sessions.finish(clock.left() - reserve / 2):
+                report.give_up(
+                    "the tombstones of conversations scored were not written: their next owner scores "
+                    "them again (same score ids)"
+                )
         finally:
             self._running = False
             for task in background:
                 await cancel_and_wait(task)
+            sessions_stop.set()
             self._abandon()
-            await self._close(clients, clock, report)
+            await self._close(clients, session_consumer, clock, report)
             clock.close()
             self.stop_phase = "stopped"
             report.log(clock, consumed=clients is not None)
@@ -207,6 +250,38 @@ class ScoringService:
             runs_in_flight=lambda: self._dispatcher.in_flight,
             metrics_url=self.metrics_url,
         )
+
+    def _new_session_intake(self, consumer: AIOKafkaConsumer, stage: SessionStage) -> Intake:
+        limits = self._limits
+        stage.attach(consumer)
+        return Intake(
+            consumer,
+            RestoringSubscription([stage.limits.topic], stage.assigned),
+            stage.handle,
+            capacity=stage.capacity,
+            observer=self._observer,
+            group_id=session_group(self._clients.group_id or ""),
+            poll_timeout_ms=limits.poll_timeout_ms,
+            max_poll_records=limits.max_poll_records,
+            pause_grace_s=limits.pause_grace_s,
+            on_revoked=stage.revoked,
+            runs_in_flight=lambda: self._dispatcher.in_flight,
+        )
+
+    def _start_stage2(self, stop: asyncio.Event) -> asyncio.Task[str] | None:
+        """Stage 2's intake and ticker, until ``stop``; the intake's task says how it ended."""
+        stage, intake = self._sessions, self._session_intake
+        if stage is None or intake is None:
+            return None
+        ticker = asyncio.create_task(stage.run(stop), name="conversations")
+
+        async def consume() -> str:
+            try:
+                return await intake.run_until(stop)
+            finally:
+                await cancel_and_wait(ticker)
+
+        return asyncio.create_task(consume(), name="conversations intake")
 
     def _set_waiting(self, reason: str) -> None:
         self._waiting = reason
@@ -305,16 +380,26 @@ class ScoringService:
         self._ledger.drop_all()
         if self._traces is not None:
             self._traces.drop_all()
+        if self._sessions is not None:
+            self._sessions.drop_all()
         self._dispatcher.cancel_all()
 
-    async def _close(self, clients: BrokerClients | None, clock: StopClock, report: StopReport) -> None:
-        """Leave the group, stop the dead-letter producer and close the sinks, side by side, within what is
+    async def _close(
+        self,
+        clients: BrokerClients | None,
+        session_consumer: AIOKafkaConsumer | None,
+        clock: StopClock,
+        report: StopReport,
+    ) -> None:
+        """Leave the groups, stop the dead-letter producer and close the sinks, side by side, within what is
         left of the budget."""
         steps: dict[str, Any] = {}
         if clients is not None:
             steps["leaving the consumer group"] = clients.consumer.stop()
             steps["stopping the dead-letter producer"] = clients.producer.stop()
-        for sink in self._sinks:
+        if session_consumer is not None:
+            steps["leaving the conversations' consumer group"] = session_consumer.stop()
+        for sink in self._checkpointed:
             steps[f"closing exporter {sink.name}"] = sink.close()
         self.stop_phase = "closing: " + ", ".join(steps)
         await close_side_by_side(steps, clock, report)
