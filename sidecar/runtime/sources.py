@@ -92,12 +92,17 @@ class GroupSubscription:
         return None
 
 
-class RestoringSubscription(GroupSubscription):
-    """The topics, shared among the group's members, each partition read from its beginning whenever it is
-    assigned: ``on_assigned(partition, start, end)`` hears where (its first retained offset) and up to where the
-    records of before the assignment go (its end offset then), before intake owns the partition."""
+# Told each assignment's partitions with their (first retained, end) offsets; answers where to read each from.
+Restore = Callable[[Mapping[TopicPartition, tuple[int, int]]], Mapping[TopicPartition, int]]
 
-    def __init__(self, topics: Sequence[str], on_assigned: Callable[[TopicPartition, int, int], None]) -> None:
+
+class RestoringSubscription(GroupSubscription):
+    """The topics, shared among the group's members, each partition read from its beginning when it is assigned:
+    ``on_assigned`` hears the partitions of each assignment with their first retained and end offsets, before
+    intake owns them, and answers where to read each (its beginning, or where its reader stopped, when a
+    rebalance gave back a partition whose state it kept)."""
+
+    def __init__(self, topics: Sequence[str], on_assigned: Restore) -> None:
         super().__init__(topics)
         self._on_assigned = on_assigned
 
@@ -109,12 +114,7 @@ class RestoringSubscription(GroupSubscription):
 
 
 class _FromBeginning(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(
-        self,
-        consumer: AIOKafkaConsumer,
-        listener: ConsumerRebalanceListener,
-        on_assigned: Callable[[TopicPartition, int, int], None],
-    ) -> None:
+    def __init__(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener, on_assigned: Restore) -> None:
         self._consumer = consumer
         self._listener = listener
         self._on_assigned = on_assigned
@@ -124,12 +124,11 @@ class _FromBeginning(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         partitions = list(assigned)
-        if partitions:
-            starts = await self._consumer.beginning_offsets(partitions)
-            ends = await self._consumer.end_offsets(partitions)
-            for tp in partitions:
-                self._consumer.seek(tp, starts[tp])
-                self._on_assigned(tp, starts[tp], ends[tp])
+        starts = await self._consumer.beginning_offsets(partitions) if partitions else {}
+        ends = await self._consumer.end_offsets(partitions) if partitions else {}
+        positions = self._on_assigned({tp: (starts[tp], ends[tp]) for tp in partitions})
+        for tp in partitions:
+            self._consumer.seek(tp, positions.get(tp, starts[tp]))
         await self._listener.on_partitions_assigned(assigned)
 
 

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,10 @@ _WARNING_EVERY_S = 60.0
 
 @dataclass(slots=True)
 class _Restore:
-    end: int  # the partition's end offset at its assignment
+    floor: int  # the end offset the broker gave at the assignment
+    # Where the restore ends: the high watermark of the partition's first fetch (at least ``floor``). Brokers
+    # disagree on end offsets (Tansu answers the last batch's base offset + 1), never on the high watermark.
+    end: int | None = None
     started: float = field(default_factory=time.monotonic)
     records: int = 0
     progress: float = field(default_factory=time.monotonic)
@@ -91,6 +94,7 @@ class SessionStage:
         self._consumer: AIOKafkaConsumer | None = None
         self._next: dict[TopicPartition, int] = {}  # per partition, the offset after the last record handled
         self._restores: dict[TopicPartition, _Restore] = {}
+        self._leaving: set[TopicPartition] = set()  # revoked by a rebalance that has not assigned yet
         self._scoring: dict[int, tuple[TopicPartition, Claim]] = {}
         self._scored: list[tuple[int, _Done]] = []  # runs ended, scores not yet confirmed by every sink
         self._done_count = 0
@@ -109,17 +113,33 @@ class SessionStage:
         return bool(windows.closed) and windows.bytes >= self.limits.max_bytes
 
     # -- assignment ----------------------------------------------------------------------------------------
-    def assigned(self, tp: TopicPartition, start: int, end: int) -> None:
-        """``tp`` is ours from ``start`` (its first retained record) and its restore reads up to ``end``."""
-        self.windows.assign(tp)
-        self._next[tp] = start
-        self._restores[tp] = _Restore(end)
-        if end <= start:
-            self._restored(tp)
+    def assigned(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> dict[TopicPartition, int]:
+        """An assignment: each partition (first retained offset, end offset then) and where to read it from. A
+        partition this stage held before the rebalance keeps its windows and is read on from where it stopped (the
+        group revokes every partition at each rebalance); another is restored from its beginning. The partitions
+        revoked and not given back are dropped now: their new owner rebuilds their windows."""
+        positions: dict[TopicPartition, int] = {}
+        for tp, (start, end) in partitions.items():
+            if tp in self._leaving and tp in self._next:
+                self._leaving.discard(tp)
+                positions[tp] = max(start, self._next[tp])
+                continue
+            self.windows.assign(tp)
+            self._next[tp] = positions[tp] = start
+            self._restores[tp] = _Restore(end)
+            if end <= start:  # empty
+                self._restored(tp)
+        self._drop(self._leaving)
+        self._leaving.clear()
+        return positions
 
     async def revoked(self, revoked: list[TopicPartition]) -> None:
-        """Its windows go to the new owner, which rebuilds them (runs of windows in flight are cancelled)."""
-        lost = set(revoked)
+        """A rebalance began: the partitions may come back at its assignment (then nothing is lost), else they are
+        dropped then."""
+        self._leaving.update(revoked)
+
+    def _drop(self, lost: set[TopicPartition]) -> None:
+        """Their windows go to the new owner, which rebuilds them (runs of windows in flight are cancelled)."""
         for tp in lost:
             self.windows.drop(tp)
             self._next.pop(tp, None)
@@ -147,9 +167,18 @@ class SessionStage:
         if restore is not None:
             restore.records += 1
             restore.progress = time.monotonic()
-            if offset + 1 >= restore.end:
+            if self._restore_end(tp, restore) <= offset + 1:
                 self._restored(tp)
         self.capacity.update()
+
+    def _restore_end(self, tp: TopicPartition, restore: _Restore) -> float:
+        """Where ``tp``'s restore ends (infinity until its first fetch answered)."""
+        if restore.end is None:
+            highwater = self._highwater(tp)
+            if highwater is None:
+                return float("inf")
+            restore.end = max(highwater, restore.floor)
+        return restore.end
 
     def _read(self, tp: TopicPartition, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:
         parsed = parse_key(key)
@@ -210,19 +239,29 @@ class SessionStage:
         self.capacity.update()
 
     def _caught_up(self, tp: TopicPartition) -> bool:
-        consumer = self._consumer
-        highwater = consumer.highwater(tp) if consumer is not None else None
+        highwater = self._highwater(tp)
         return highwater is not None and self._next.get(tp, 0) >= highwater
+
+    def _highwater(self, tp: TopicPartition) -> int | None:
+        consumer = self._consumer
+        if consumer is None or tp in self._leaving or tp not in consumer.assignment():
+            return None  # between a revoke and the next assignment: its clock is its stream time
+        highwater: int | None = consumer.highwater(tp)
+        return highwater
 
     async def _check_restores(self) -> None:
         consumer = self._consumer
         if consumer is None:
             return
         for tp, restore in list(self._restores.items()):
+            end = self._restore_end(tp, restore)
+            if self._next.get(tp, 0) >= end:  # nothing to read (an empty partition answered its first fetch)
+                self._restored(tp)
+                continue
             if time.monotonic() - restore.progress < _RESTORE_STALL_S:
                 continue
             with contextlib.suppress(Exception):  # a partition revoked meanwhile
-                if await consumer.position(tp) >= restore.end and tp in self._restores:
+                if await consumer.position(tp) >= end and tp in self._restores:
                     self._restored(tp)
 
     def _evict(self) -> None:
@@ -330,10 +369,7 @@ class SessionStage:
     def _report(self) -> None:
         windows = self.windows
         self._observer.session_buffer(windows.open_windows, windows.bytes)
-        consumer = self._consumer
-        if consumer is None:
-            return
         for tp in list(windows.partitions):
-            highwater = consumer.highwater(tp)
+            highwater = self._highwater(tp)
             if highwater is not None and tp in self._next:
                 self._observer.consumer_lag(tp.topic, tp.partition, max(0, highwater - self._next[tp]))
