@@ -42,7 +42,8 @@ _PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
 
 
 class KafkaRecord(Protocol):
-    """One record on its way: its key, value (``None``: a tombstone), headers and what picks its partition."""
+    """One record on its way: its key, value (``None``: a tombstone), headers, what picks its partition, and its
+    timestamp (``None``: the producer's clock)."""
 
     @property
     def key(self) -> bytes: ...
@@ -55,6 +56,9 @@ class KafkaRecord(Protocol):
 
     @property
     def partition_key(self) -> bytes: ...
+
+    @property
+    def timestamp_ms(self) -> int | None: ...
 
 
 R = TypeVar("R", bound=KafkaRecord)
@@ -113,11 +117,12 @@ class ProducerBatches(Generic[R]):
         builder = producer.create_batch()
         for entry in entries:
             record = entry.value
-            if builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers) is None:
+            stamp = record.timestamp_ms
+            if builder.append(key=record.key, value=record.value, timestamp=stamp, headers=record.headers) is None:
                 await self._send_batch(producer, builder, partition, batch, settle)
                 batch, builder = [], producer.create_batch()
                 # An empty batch takes any record up to max_request_size (checked above).
-                builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers)
+                builder.append(key=record.key, value=record.value, timestamp=stamp, headers=record.headers)
             batch.append(entry)
         if batch:
             await self._send_batch(producer, builder, partition, batch, settle)

@@ -164,6 +164,10 @@ class ScoreRecord:
     def partition_key(self) -> bytes:
         return self.key
 
+    @property
+    def timestamp_ms(self) -> int | None:
+        return None  # the producer's clock
+
 
 def _encode(run: ScoredRun, score_source: str = SCORE_SOURCE) -> ScoreRecord | None:
     body = score_record_json(run)

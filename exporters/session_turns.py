@@ -39,6 +39,7 @@ class TopicRecord:
     value: bytes | None
     partition_key: bytes  # the conversation id
     headers: list[tuple[str, bytes]]  # empty; a list for aiokafka's record builder
+    timestamp_ms: int | None = None  # a turn's: its agent span's end (stage 2 closes windows on event time)
 
 
 def _describe(record: TopicRecord) -> str:
@@ -103,9 +104,11 @@ class SessionTurnPublisher:
         self._batches.producer = producer
         self._queue.start()
 
-    async def publish(self, conversation_id: str, key: bytes, value: bytes | None) -> None:
+    async def publish(
+        self, conversation_id: str, key: bytes, value: bytes | None, timestamp_ms: int | None = None
+    ) -> None:
         """Queue a record for ``conversation_id``'s partition; waits only while ``max_pending`` are unconfirmed."""
-        await self._queue.put(TopicRecord(key, value, conversation_id.encode(), []))
+        await self._queue.put(TopicRecord(key, value, conversation_id.encode(), [], timestamp_ms))
 
     async def flush(self, timeout_s: float) -> bool:
         return await self._queue.flush(timeout_s)

@@ -20,13 +20,13 @@ from aiokafka import AIOKafkaProducer
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.core.scored import score_id_of
 from sidecar.testing.judge_server import JudgeServer
-from tests.support.conversations import Turn, conversation
+from tests.support.conversations import Turn, turn_trace
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.session_scorers import TurnCountOptions, create_turn_count_scorer
 from tests.support.sessions import (
     create_session_topic,
-    produce_turns,
     read_internal_topic,
+    say,
     scores_by_conversation,
     session_sidecar,
     wait_for_scores,
@@ -61,13 +61,13 @@ async def test_conversations_spread_over_partitions_and_workers_are_scored_once_
         sessions={"idle_s": idle_s}, runtime={"workers": 2}, otlp_endpoint=otlp_receiver.endpoint("http/protobuf"),
     )  # fmt: skip
     said = {f"conv-{n}": dialogue(n, 3) for n in range(6)}
-    traces: dict[str, list[SplitTrace]] = {cid: conversation(cid, turns) for cid, turns in said.items()}
+    traces: dict[str, list[SplitTrace]] = {}
     sidecar = setup.process
     sidecar.start()
     try:
         await sidecar.wait_ready(60)
         for i in range(3):  # the turns of every conversation, one round each, a second apart (< idle_s)
-            await produce_turns(kafka_bootstrap, setup.spans, [t[i] for t in traces.values()])
+            await say(kafka_bootstrap, setup.spans, said, i, traces)
             await asyncio.sleep(1.0)
         records = await wait_for_scores(kafka_bootstrap, setup.scores, len(said), timeout_s=60)
         await asyncio.sleep(2 * idle_s)  # nothing more comes: no window is scored twice
@@ -152,13 +152,13 @@ async def test_the_same_score_ids_after_kill_9_of_the_process_while_windows_are_
         tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server, sessions={"idle_s": 12.0}
     )
     said = {f"k-{n}": dialogue(n, 3) for n in range(8)}
-    traces = {cid: conversation(cid, turns) for cid, turns in said.items()}
+    traces: dict[str, list[SplitTrace]] = {}
     sidecar = setup.process
     try:
         for i in range(3):
             sidecar.start()
             await sidecar.wait_ready(30)
-            await produce_turns(kafka_bootstrap, setup.spans, [t[i] for t in traces.values()])
+            await say(kafka_bootstrap, setup.spans, said, i, traces)
             await wait_published(kafka_bootstrap, setup.internal, 8 * (i + 1))
             if i < 2:
                 sidecar.kill()  # kill -9 with every window open: their turns are only on the internal topic
@@ -189,21 +189,21 @@ async def test_a_killed_worker_and_a_rebalance_move_the_open_windows_to_their_ne
         runtime={"workers": 2},
     )  # fmt: skip
     said = {f"w-{n}": dialogue(n, 3) for n in range(8)}
-    traces = {cid: conversation(cid, turns) for cid, turns in said.items()}
+    traces: dict[str, list[SplitTrace]] = {}
     sidecar = setup.process
     sidecar.start()
     try:
         await sidecar.wait_ready(60)
-        await produce_turns(kafka_bootstrap, setup.spans, [t[0] for t in traces.values()])
+        await say(kafka_bootstrap, setup.spans, said, 0, traces)
         await wait_published(kafka_bootstrap, setup.internal, 8)
         # SIGKILL one worker: its partitions (of both groups) move to the other one, which rebuilds the
         # windows; the supervisor restarts it and they move again.
         workers = worker_pids(sidecar)
         os.kill(workers[0], signal.SIGKILL)
-        await produce_turns(kafka_bootstrap, setup.spans, [t[1] for t in traces.values()])
+        await say(kafka_bootstrap, setup.spans, said, 1, traces)
         await wait_published(kafka_bootstrap, setup.internal, 16)
         await sidecar.wait_ready(60)
-        await produce_turns(kafka_bootstrap, setup.spans, [t[2] for t in traces.values()])
+        await say(kafka_bootstrap, setup.spans, said, 2, traces)
         records = await wait_for_scores(kafka_bootstrap, setup.scores, len(said), timeout_s=60)
         await asyncio.sleep(3.0)
         records = await read_topic(kafka_bootstrap, setup.scores, expect=len(said), timeout_s=5)
@@ -233,16 +233,16 @@ async def test_a_member_joining_takes_partitions_with_open_windows_and_scores_th
     second_config["exporters"]["prometheus"]["port"] = free_port()
     second = SidecarProcess(second_config, second_dir, env=first.env)
     said = {f"r-{n}": dialogue(n, 2) for n in range(9)}
-    traces = {cid: conversation(cid, turns) for cid, turns in said.items()}
+    traces: dict[str, list[SplitTrace]] = {}
     first.start()
     try:
         await first.wait_ready(30)
-        await produce_turns(kafka_bootstrap, setup.spans, [t[0] for t in traces.values()])
+        await say(kafka_bootstrap, setup.spans, said, 0, traces)
         await wait_published(kafka_bootstrap, setup.internal, 9)
         second.start()  # the groups rebalance: some partitions of the internal topic move to it
         await second.wait_ready(30)
         await first.wait_ready(30)
-        await produce_turns(kafka_bootstrap, setup.spans, [t[1] for t in traces.values()])
+        await say(kafka_bootstrap, setup.spans, said, 1, traces)
         records = await wait_for_scores(kafka_bootstrap, setup.scores, len(said), timeout_s=60)
         await asyncio.sleep(3.0)
         records = await read_topic(kafka_bootstrap, setup.scores, expect=len(said), timeout_s=5)
@@ -257,20 +257,27 @@ async def test_a_member_joining_takes_partitions_with_open_windows_and_scores_th
     assert any(" 0 records" not in line for line in restored), restored
 
 
-async def produce_internal(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
-    """(key, value, timestamp ms) onto partition 0 of the internal topic, as stage 1 would have published them."""
+async def produce_stamped(
+    bootstrap: str, topic: str, records: list[tuple[bytes, bytes, int]], partition: int | None = None
+) -> None:
+    """(key, value, timestamp ms), stamped as they were when they happened (on ``partition``, else by key)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1024 * 1024)
     await producer.start()
     try:
         futures = [
-            await producer.send(topic, value, key=key, partition=0, timestamp_ms=ts) for key, value, ts in records
+            await producer.send(topic, value, key=key, partition=partition, timestamp_ms=ts)
+            for key, value, ts in records
         ]
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
 
 
-def summary(conversation_id: str, n: int, start_ms: int, scorers: tuple[str, ...]) -> TurnSummary:
+def last_end_ms(trace: SplitTrace) -> int:
+    return max(span.end_time or 0 for span in trace.spans) // 1_000_000
+
+
+def summary(conversation_id: str, n: int, start_ms: int, scorers: tuple[str, ...], answer: str = "") -> TurnSummary:
     return TurnSummary(
         conversation_id=conversation_id,
         trace_id=f"{n:032x}",
@@ -278,7 +285,7 @@ def summary(conversation_id: str, n: int, start_ms: int, scorers: tuple[str, ...
         start_time_unix_nano=start_ms * 1_000_000,
         end_time_unix_nano=(start_ms + 500) * 1_000_000,
         user=f"{conversation_id} question {n}",
-        answer=f"{conversation_id} answer {n}",
+        answer=answer or f"{conversation_id} answer {n}",
         scorers=scorers,
     )
 
@@ -302,10 +309,10 @@ async def test_a_partition_read_behind_closes_no_window_whose_next_turn_is_waiti
     sidecar = setup.process
     then = time.time_ns() // 1_000_000 - 600_000
     first, second = summary("slow", 1, then, ("turns",)), summary("slow", 2, then + 3000, ("turns",))
-    backlog = 30_000
+    backlog = 60_000
     records = [(first.key, first.encode(), then)]
     for i in range(backlog):  # read by no scorer: they only keep the partition busy
-        filler = summary(f"filler-{i % 20}", 1000 + i, then + 1 + i * 2900 // backlog, ())
+        filler = summary(f"filler-{i % 20}", 1000 + i, then + 1 + i * 2900 // backlog, (), "words " * 80)
         records.append((filler.key, filler.encode(), then + 1 + i * 2900 // backlog))
     records.append((second.key, second.encode(), then + 3000))
     sidecar.start()
@@ -316,7 +323,7 @@ async def test_a_partition_read_behind_closes_no_window_whose_next_turn_is_waiti
         # once it runs again its partition is read behind, every record already there.
         os.kill(sidecar.process.pid, signal.SIGSTOP)
         try:
-            await produce_internal(kafka_bootstrap, setup.internal, records)
+            await produce_stamped(kafka_bootstrap, setup.internal, records, partition=0)
         finally:
             os.kill(sidecar.process.pid, signal.SIGCONT)
         resumed = time.monotonic()
@@ -332,8 +339,8 @@ async def test_a_partition_read_behind_closes_no_window_whose_next_turn_is_waiti
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()
-    # The backlog took several ticks (0.25 s) to read: the first turn's window was due on the wall clock all along.
-    assert read_s > 1.0, f"the backlog was read in {read_s:.2f} s: too fast to show anything"
+    # The backlog took ticks (0.25 s) to read: the first turn's window was due on the wall clock all along.
+    assert read_s > 0.75, f"the backlog was read in {read_s:.2f} s: too fast to show anything"
     [score] = scores_by_conversation(found)["slow"]
     assert score["turnTraceIds"] == [first.trace_id, second.trace_id]
     assert sample(metrics, "scoring_sidecar_session_turns_total", {"outcome": "late"}) == 0
@@ -352,19 +359,20 @@ async def test_the_bounds_cut_and_mark_windows_a_full_buffer_evicts_the_oldest_a
     setup = await session_sidecar(tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server, sessions=sessions)
     chatty = dialogue(0, 5)  # past max_turns
     wordy = [Turn(f"{long_text} question {i + 1}", f"answer {i + 1}") for i in range(3)]  # past max_session_bytes
-    traces = {"chatty": conversation("chatty", chatty), "wordy": conversation("wordy", wordy)}
-    crowd = {f"crowd-{n}": conversation(f"crowd-{n}", [Turn(f"{long_text} {n}", "ok")]) for n in range(8)}
+    said = {"chatty": chatty, "wordy": wordy}
+    traces: dict[str, list[SplitTrace]] = {}
+    crowd = {f"crowd-{n}": [Turn(f"{long_text} {n}", "ok")] for n in range(8)}
     sidecar = setup.process
     sidecar.start()
     try:
         await sidecar.wait_ready(30)
         for i in range(5):
-            await produce_turns(kafka_bootstrap, setup.spans, [t[i] for t in traces.values() if i < len(t)])
+            await say(kafka_bootstrap, setup.spans, said, i, traces)
             await asyncio.sleep(0.5)
         records = await wait_for_scores(kafka_bootstrap, setup.scores, 2, timeout_s=30, windows=4)
         await asyncio.sleep(1.0)
         # Eight conversations of one ~3.3 KB turn each, at once: more than max_bytes (16 KB) holds.
-        await produce_turns(kafka_bootstrap, setup.spans, [t[0] for t in crowd.values()])
+        await say(kafka_bootstrap, setup.spans, crowd, 0, {})
         records = await wait_for_scores(kafka_bootstrap, setup.scores, 10, timeout_s=30)
         await asyncio.sleep(1.0)
         records = await read_topic(kafka_bootstrap, setup.scores, expect=2 + 2 + 8, timeout_s=5)
@@ -402,21 +410,68 @@ async def test_the_service_refuses_to_start_without_its_internal_topic_or_with_o
     setup = await session_sidecar(tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server, sessions={})
     sidecar = setup.process
     sidecar.config["sessions"]["topic"] = unique_name("missing")
-    sidecar.start()
-    assert sidecar.process is not None and sidecar.process.wait(60) == 2
-    assert "does not exist: create it with cleanup.policy=compact,delete" in sidecar.log_path.read_text()
-    deleting = unique_name("deleting")
-    await create_session_topic(kafka_bootstrap, deleting, 1, {"cleanup.policy": "delete"})
-    sidecar.config["sessions"]["topic"] = deleting
-    sidecar.start()
-    assert sidecar.process.wait(60) == 2
-    assert f"sessions.topic {deleting!r} has cleanup.policy=delete: it must compact" in sidecar.log_path.read_text()
-    # A broker that does not say (here: a topic created without a policy): a warning, and the service runs.
-    sidecar.config["sessions"]["topic"] = await new_topic("unsaid", partitions=1)
-    sidecar.start()
     try:
+        sidecar.start()
+        assert sidecar.process is not None and sidecar.process.wait(60) == 2
+        assert "does not exist: create it with cleanup.policy=compact,delete" in sidecar.log_path.read_text()
+        deleting = unique_name("deleting")
+        await create_session_topic(kafka_bootstrap, deleting, 1, {"cleanup.policy": "delete"})
+        sidecar.config["sessions"]["topic"] = deleting
+        sidecar.start()
+        assert sidecar.process.wait(60) == 2
+        assert f"sessions.topic {deleting!r} has cleanup.policy=delete: it must compact" in sidecar.log_path.read_text()
+        # A broker that does not say (here: a topic created without a policy): a warning, and the service runs.
+        sidecar.config["sessions"]["topic"] = await new_topic("unsaid", partitions=1)
+        sidecar.start()
         await sidecar.wait_ready(30)
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()
     assert "it should be compact,delete" in sidecar.log_path.read_text()
+
+
+async def test_a_backlog_of_traces_keeps_each_conversation_in_one_window_while_stage_1_reads_it(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    """The traces topic holds a backlog when the service starts (a restart, an outage): the first turns of
+    twenty conversations, then thousands of other traces, then their second turns, seconds of reading later.
+    Windows are cut on the turns' own time and close only once stage 1 has read the traces topic past it, so each
+    conversation is one window; on the wall clock (or on publish times) the first turns would close alone."""
+    setup = await session_sidecar(
+        tmp_path, kafka_bootstrap, new_topic, unique_name, judge_server, sessions={"idle_s": 2.0}
+    )
+    said = {f"b-{n}": dialogue(n, 2) for n in range(20)}
+    firsts = {cid: turn_trace(cid, turns[0]) for cid, turns in said.items()}
+    filler = turn_trace("none", Turn("a question of no conversation", "an answer"), id_on="nowhere")
+    await asyncio.sleep(1.0)  # the users answer a second later (idle_s is 2)
+    seconds = {cid: turn_trace(cid, turns[1]) for cid, turns in said.items()}
+    # As the Collector wrote them when they happened: each record stamped with its spans' end.
+    records = [(t.key, r, last_end_ms(t)) for t in firsts.values() for r in t.records]
+    start, end = last_end_ms(filler), last_end_ms(next(iter(seconds.values())))
+    for i in range(8000):
+        trace_id, old = os.urandom(16), bytes.fromhex(filler.trace_id)
+        stamp = start + (end - start) * i // 8000
+        records.extend((trace_id.hex().encode(), r.replace(old, trace_id), stamp) for r in filler.records)
+    records.extend((t.key, r, last_end_ms(t)) for t in seconds.values() for r in t.records)
+    await produce_stamped(kafka_bootstrap, setup.spans, records)
+    sidecar = setup.process
+    sidecar.start()
+    try:
+        await sidecar.wait_ready(30)
+        found = await wait_for_scores(kafka_bootstrap, setup.scores, len(said), timeout_s=90)
+        await asyncio.sleep(3.0)
+        found = await read_topic(kafka_bootstrap, setup.scores, expect=len(said), timeout_s=5)
+        metrics = await sidecar.metrics_text()
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+    scores = scores_by_conversation(found)
+    assert {cid: [v["turnTraceIds"] for v in values] for cid, values in scores.items()} == {
+        cid: [[firsts[cid].trace_id, seconds[cid].trace_id]] for cid in said
+    }
+    assert sample(metrics, "scoring_sidecar_session_turns_total", {"outcome": "late"}) == 0
+    assert sample(metrics, "scoring_sidecar_session_turns_total", {"outcome": "no_conversation"}) == 8000

@@ -100,7 +100,11 @@ class RecordHandler:
             for request in requests
         ]
         # No await from here on: a trace this record joins cannot be released before the record is held.
-        joined = traces.join(tp, offset, processed.traces) if traces is not None and processed.traces else 0
+        joined = (
+            traces.join(tp, offset, processed.traces, record.timestamp)
+            if traces is not None and processed.traces
+            else 0
+        )
         claim = self._ledger.hold(tp, offset, len(work) + joined, len(value) if value is not None else 0)
         if claim is None:
             return

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 # While the last runs of an exhausted source finish, how often the wait looks at the stop event.
 _FINISH_POLL_S = 0.5
+# A turn's agent span ends before the Collector writes its trace's last record (batching): what a window waits for
+# past its last turn's end + idle_s, beyond what stage 1 has read.
+_TURN_GRACE_S = 0.5
 
 
 class ScoringService:
@@ -102,7 +105,7 @@ class ScoringService:
             turns = TurnPublishing(session_scorers, sessions, turn_topic, observer)
             self._sessions = SessionStage(
                 session_scorers, sessions, dispatcher=self._dispatcher, topic=turn_topic, observer=observer,
-                max_in_flight_runs=limits.max_in_flight_runs,
+                max_in_flight_runs=limits.max_in_flight_runs, grace_s=_TURN_GRACE_S,
             )  # fmt: skip
         # What the checkpoint flushes before it commits: the sinks, and the internal topic's turns.
         self._checkpointed: tuple[Flushable, ...] = (*self._sinks, *filter(None, [self._turn_topic]))
@@ -197,6 +200,8 @@ class ScoringService:
                 key_sampling=self._key_sampling,
             )
             intake = self._intake = self._new_intake(consumer, handler)
+            if self._sessions is not None:
+                self._sessions.stage1_read_to = self._stage1_read_to
             await intake.attach()
             background.append(asyncio.create_task(self._commit_loop(stop), name="checkpoints"))
             self.stop_phase = "consuming"
@@ -282,6 +287,14 @@ class ScoringService:
                 await cancel_and_wait(ticker)
 
         return asyncio.create_task(consume(), name="conversations intake")
+
+    async def _stage1_read_to(self) -> int | None:
+        """How far in record time this process's stage 1 has handed every trace's turns to the internal topic:
+        read (intake's watermark), and not waiting in the trace buffer or being published."""
+        intake = self._intake
+        read = await intake.watermark_ms() if intake is not None else None
+        pending = self._traces.oldest_pending_ms() if self._traces is not None else None
+        return read if read is None or pending is None else min(read, pending)
 
     def _set_waiting(self, reason: str) -> None:
         self._waiting = reason

@@ -81,6 +81,7 @@ class TraceScope:
         self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
+        self._publishing: dict[int, int] = {}  # turns being handed to their topic: their trace's oldest record (ms)
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
         capacity.bound(self.full)
 
@@ -88,15 +89,18 @@ class TraceScope:
         return self._limits.full(self.buffer)
 
     # -- spans in ------------------------------------------------------------------------------------------
-    def join(self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]]) -> int:
-        """Buffer a record's spans by trace; returns how many buffered traces the record now waits for."""
+    def join(
+        self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]], timestamp_ms: int | None = None
+    ) -> int:
+        """Buffer a record's spans by trace (``timestamp_ms``: the record's); returns how many buffered traces the
+        record now waits for."""
         buffer = self.buffer
         joined = late = 0
         for trace_id, spans in traces.items():
             if not self._wanted(trace_id):
                 self._count_unwanted(spans)
                 continue
-            if buffer.add(tp, offset, trace_id, spans) == "late":
+            if buffer.add(tp, offset, trace_id, spans, timestamp_ms) == "late":
                 late += len(spans)
             else:
                 joined += 1
@@ -235,6 +239,9 @@ class TraceScope:
         if turns:
             assert self._turns is not None
             task = self._dispatcher.spawn(self._turns.publish(turns), claim)
+            if trace.first_ms is not None:
+                self._publishing[id(task)] = trace.first_ms
+            task.add_done_callback(lambda t: self._publishing.pop(id(t), None))
             task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
         for configured, request in runs:
             self._dispatcher.start(configured, request, claim)
@@ -331,6 +338,12 @@ class TraceScope:
     def _release_records(self, trace: BufferedTrace[TopicPartition]) -> None:
         for offset in trace.records:
             self._ledger.release(trace.partition, offset)
+
+    def oldest_pending_ms(self) -> int | None:
+        """About the oldest record timestamp whose spans may still make a turn not yet handed to its topic: of the
+        traces buffered, and of the turns being published (None: none)."""
+        pending = [ms for ms in (self.buffer.oldest_record_ms(), *self._publishing.values()) if ms is not None]
+        return min(pending, default=None)
 
     # -- partitions ----------------------------------------------------------------------------------------
     def drop_partitions(self, lost: set[TopicPartition]) -> None:

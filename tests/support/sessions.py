@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sidecar.testing.judge_server import JudgeServer
+from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
 from tests.support.sidecar_process import SidecarProcess, free_port, read_topic, sidecar_config
 from tests.support.trace_scope import SplitTrace, produce_records
@@ -25,6 +26,7 @@ __all__ = [
     "create_session_topic",
     "produce_turns",
     "read_internal_topic",
+    "say",
     "scores_by_conversation",
     "session_sidecar",
     "wait_for_scores",
@@ -95,6 +97,20 @@ async def session_sidecar(
 async def produce_turns(bootstrap: str, topic: str, turns: Sequence[SplitTrace]) -> None:
     """Each turn's records, keyed by its trace id (so a conversation's turns spread over the partitions)."""
     await produce_records(bootstrap, topic, [(t.key, record) for t in turns for record in t.records])
+
+
+async def say(
+    bootstrap: str, topic: str, said: Mapping[str, Sequence[Turn]], index: int, traces: dict[str, list[SplitTrace]]
+) -> None:
+    """Turn ``index`` of every conversation that has one, traced now and produced at once, as an agent's turns
+    reach Kafka as they happen (a turn's time is its agent span's end); each trace is added to ``traces``."""
+    made = []
+    for cid, turns in said.items():
+        if index < len(turns):
+            trace = turn_trace(cid, turns[index])
+            traces.setdefault(cid, []).append(trace)
+            made.append(trace)
+    await produce_turns(bootstrap, topic, made)
 
 
 def scores_by_conversation(records: Sequence[Any]) -> dict[str, list[dict[str, Any]]]:

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,9 @@ _TICK_S = 0.25
 # last records were compacted away, or were our own tombstones: nothing more will come from the restore).
 _RESTORE_STALL_S = 2.0
 _WARNING_EVERY_S = 60.0
+# From a turn handed to the internal topic's publisher to stage 2 reading it: the publish (acks=all) and a fetch
+# (kafka.fetch_max_wait_ms, 500 ms by default).
+_SETTLE_S = 0.75
 
 
 @dataclass(slots=True)
@@ -77,6 +80,7 @@ class SessionStage:
         topic: TurnTopic,
         observer: ServiceObserver,
         max_in_flight_runs: int,
+        grace_s: float = 0.0,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self._scorers = tuple(scorers)
@@ -87,6 +91,14 @@ class SessionStage:
         self._observer = observer
         self._max_in_flight_runs = max_in_flight_runs
         self._wall_ms = wall_ms
+        # A turn's agent span ends before the Collector writes its record: a window waits that much more.
+        self._grace_ms = int(grace_s * 1000)
+        # How far stage 1 of this process has handed turns to the topic (record time of the traces, ms; None: not
+        # known yet). The service sets it; alone (tests, a process without stage 1): the wall clock.
+        self.stage1_read_to: Callable[[], Awaitable[int | None]] = self._wall_clock
+        # Its samples, newest last: a turn handed over at a sample is read by stage 2 a publish and a fetch later,
+        # so the clock uses the newest sample at least _SETTLE_S old.
+        self._read_to: deque[tuple[float, int | None]] = deque()
         # Stage 2's own intake pauses only while closed windows wait for runs and the buffer is full: pausing
         # otherwise would stop the partitions' stream time, and no window could close to free memory.
         self.capacity = Capacity(observer, lambda: dispatcher.in_flight)
@@ -228,15 +240,32 @@ class SessionStage:
     async def tick(self) -> None:
         await self._check_restores()
         windows = self.windows
-        now = self._wall_ms()
-        for tp in list(windows.partitions):
-            if not windows.restoring(tp):
-                windows.close_due(tp, now if self._caught_up(tp) else windows.stream_ms(tp))
+        # Nothing closes before stage 1 has read its partitions up to a time: a turn still unread there, or in the
+        # trace buffer, may belong to a window that would otherwise look quiet (after a restart, under a backlog).
+        read_to = await self._settled_read_to()
+        if read_to is not None:
+            now = min(self._wall_ms(), read_to) - self._grace_ms
+            for tp in list(windows.partitions):
+                if not windows.restoring(tp):
+                    clock = now if self._caught_up(tp) else min(now, windows.stream_ms(tp) - self._grace_ms)
+                    windows.close_due(tp, clock)
         self._evict()
         self._start_ready()
         await self._write_done()
         self._report()
         self.capacity.update()
+
+    async def _wall_clock(self) -> int | None:
+        return self._wall_ms()
+
+    async def _settled_read_to(self) -> int | None:
+        now = time.monotonic()
+        samples = self._read_to
+        samples.append((now, await self.stage1_read_to()))
+        while len(samples) > 1 and samples[1][0] <= now - _SETTLE_S:
+            samples.popleft()
+        taken, read_to = samples[0]
+        return read_to if taken <= now - _SETTLE_S else None
 
     def _caught_up(self, tp: TopicPartition) -> bool:
         highwater = self._highwater(tp)

@@ -3,7 +3,8 @@ composition root), the keys of its records, and the check at start-up that it ex
 
 Three kinds of record share the topic, all on the partition of their conversation (``murmur2`` of its id):
 
-- a **turn**: key ``<conversation id>/<trace id>:<span id>``, value the turn's summary (stage 1);
+- a **turn**: key ``<conversation id>/<trace id>:<span id>``, value the turn's summary, timestamp its agent
+  span's end: windows are cut on the turns' own time, so a turn published late still joins its window (stage 1);
 - a window's **marker**: key ``<conversation id>/scored:<first turn id>``, value the turn ids of a window whose
   scores every sink confirmed (stage 2, before their tombstones): a restore that still finds some of those
   turns skips them, so a window half tombstoned when the process died is never scored again under another id;
@@ -43,9 +44,12 @@ _MARKER = "scored:"
 class TurnTopic(Flushable, Protocol):
     """The internal topic's producer: a checkpointed part (flushed with the sinks before every commit)."""
 
-    async def publish(self, conversation_id: str, key: bytes, value: bytes | None) -> None:
-        """Queue a record on ``conversation_id``'s partition (``value`` ``None``: a tombstone); may wait for
-        room, never raises for the broker (``flush`` says whether it was delivered)."""
+    async def publish(
+        self, conversation_id: str, key: bytes, value: bytes | None, timestamp_ms: int | None = None
+    ) -> None:
+        """Queue a record on ``conversation_id``'s partition (``value`` ``None``: a tombstone), stamped
+        ``timestamp_ms`` (``None``: the producer's clock); may wait for room, never raises for the broker
+        (``flush`` says whether it was delivered)."""
         ...
 
 

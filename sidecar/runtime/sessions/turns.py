@@ -80,5 +80,6 @@ class TurnPublishing:
     async def publish(self, turns: Sequence[TurnSummary]) -> None:
         """Hand the turns to the topic's publisher (waits only for room); the checkpoint confirms them."""
         for turn in turns:
-            await self._topic.publish(turn.conversation_id, turn.key, turn.encode())
+            ended_ms = turn.end_time_unix_nano // 1_000_000
+            await self._topic.publish(turn.conversation_id, turn.key, turn.encode(), ended_ms or None)
         self._observer.session_turns("published", len(turns))

@@ -2,14 +2,15 @@
 
 A conversation's turns all reach one partition (stage 1 partitions by conversation id), so one owner holds each
 conversation. Each turn is kept as the bytes it arrived as (a decoded run is several times larger,
-docs/sessions.md) and decoded only when its window is scored. Time is the topic's: record timestamps (when
-stage 1 published a turn), read per partition.
+docs/sessions.md) and decoded only when its window is scored. Time is the turns' own: a turn's record timestamp
+is its agent span's end, read per partition.
 
 A window **closes**:
 
-- ``idle``: no turn for ``idle_s``: on the partition's clock (the wall clock once the partition is caught up,
-  else the newest record timestamp read from it: a partition read behind never closes a window whose next turn
-  is waiting unread), or when a turn arrives that much later;
+- ``idle``: no turn for ``idle_s``: on the partition's clock (the caller's: the wall clock once the partition is
+  caught up, else the newest record timestamp read from it, so that a partition read behind never closes a
+  window whose next turn is waiting unread; never past what stage 1 has read), or when a turn arrives that much
+  later;
 - ``max_duration``: ``max_duration_s`` after its first turn; ``max_turns``: its turn count reached;
   ``too_large``: the next turn would take its summaries past ``max_session_bytes`` (that turn opens the next
   window; a single turn past the bound closes its window at once);
@@ -172,6 +173,7 @@ class SessionWindows(Generic[P]):
         window.turns[turn_id] = BufferedTurn(data, turn.start_time_unix_nano, turn.end_time_unix_nano)
         window.bytes += size
         self.bytes += size
+        window.first_ts = min(window.first_ts, timestamp_ms)  # turns of several stage-1 partitions interleave
         window.last_ts = max(window.last_ts, timestamp_ms)
         part.by_activity[conversation] = None
         part.by_activity.move_to_end(conversation)
