@@ -11,7 +11,7 @@ Sections (``--only NAME``; the last line holds every figure as ``key=value`` pai
   (every trace buffered until done, its turn published to the internal topic, read back by stage 2 and held
   by conversation). Rates in turns/s: span scope from readiness to the last record committed; stage 1 to the
   last record committed (its turns acknowledged by the broker first); both stages to the last turn buffered by
-  stage 2 (``session_turns_total{outcome="buffered"}``). ``sessions_vs_span`` = both stages / span scope.
+  stage 2 (``session_turns_total``: buffered, duplicate or late). ``sessions_vs_span`` = both stages / span scope.
 * ``latency`` (one process): conversations of ``--turns-per-conversation`` turns ``--gap-s`` apart, started at a
   steady rate so that ``--rate`` turns/s flow for ``--duration-s``; each turn re-stamped to end when sent; per
   conversation: its score's arrival at a consumer of the score topic − its last turn's agent span end.
@@ -74,6 +74,8 @@ class TurnTemplate:
         trace = turn_trace(PLACEHOLDER, Turn(question, answer, tool))
         self.records = trace.records
         self.trace_id = bytes.fromhex(trace.trace_id)
+        # As the Collector stamps a trace's records: when it writes them, right after its spans end.
+        self.ended_ms = max(span.end_time or 0 for span in trace.spans) // 1_000_000
 
     def records_for(self, conversation: int, trace_id: bytes) -> list[bytes]:
         name = f"conv-{conversation:012d}".encode()
@@ -110,7 +112,8 @@ def pool(size: int) -> list[TurnTemplate]:
 async def produce_conversations(
     bootstrap: str, topic: str, templates: list[TurnTemplate], turns: int, per: int
 ) -> None:
-    """``turns`` turns, ``per`` per conversation, conversations interleaved as concurrent users make them."""
+    """``turns`` turns, ``per`` per conversation, conversations interleaved as concurrent users make them; each
+    record stamped as the Collector would have when its turn happened (a backlog keeps those timestamps)."""
     producer = harness.producer_for(bootstrap)
     await producer.start()
     try:
@@ -121,7 +124,8 @@ async def produce_conversations(
                 trace_id = random.randbytes(16)
                 template = templates[(conversation + round_) % len(templates)]
                 for record in template.records_for(conversation, trace_id):
-                    pending.append(await producer.send(topic, record, key=trace_id.hex().encode()))
+                    key = trace_id.hex().encode()
+                    pending.append(await producer.send(topic, record, key=key, timestamp_ms=template.ended_ms))
                 if len(pending) >= 5000:
                     await asyncio.gather(*pending)
                     pending.clear()
@@ -180,10 +184,12 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, work: Pat
             while time.monotonic() - started < args.timeout_s:
                 if stage1_s is None and await committed.total() >= records:
                     stage1_s = time.monotonic() - started
-                buffered = sample(
-                    await sidecar.metrics_text(), "scoring_sidecar_session_turns_total", {"outcome": "buffered"}
+                text = await sidecar.metrics_text()
+                read = sum(
+                    sample(text, "scoring_sidecar_session_turns_total", {"outcome": outcome})
+                    for outcome in ("buffered", "duplicate", "late")
                 )
-                if buffered >= turns:
+                if read >= turns:
                     stage2_s = time.monotonic() - started
                     if stage1_s is None:
                         stage1_s = stage2_s
@@ -191,7 +197,9 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, work: Pat
                 await asyncio.sleep(0.1)
             cpu = harness.process_cpu_s(sidecar.process.pid) - cpu
             await asyncio.sleep(args.throughput_idle_s + 3)  # every window closes and is scored
-            closed = sample(await sidecar.metrics_text(), "scoring_sidecar_sessions_closed_total", {})
+            text = await sidecar.metrics_text()
+            closed = sample(text, "scoring_sidecar_sessions_closed_total", {})
+            late = sample(text, "scoring_sidecar_session_turns_total", {"outcome": "late"})
     finally:
         harness.stop_sidecar(sidecar)
     if stage2_s is None or stage1_s is None:
@@ -200,10 +208,11 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, work: Pat
     figures["session_turns_per_s"] = round(turns / stage2_s, 1)
     figures["sessions_vs_span"] = round(figures["session_turns_per_s"] / figures["span_turns_per_s"], 3)
     figures["session_windows_scored"] = int(closed)
+    figures["session_late_turns"] = int(late)
     print(
         f"throughput: scope session: stage 1 {figures['session_stage1_turns_per_s']:.0f} turns/s, both stages "
-        f"{figures['session_turns_per_s']:.0f} turns/s (CPU {cpu:.1f} s); {int(closed)} of {turns // per} "
-        f"conversations scored; session / span = {figures['sessions_vs_span']:.3f}"
+        f"{figures['session_turns_per_s']:.0f} turns/s (CPU {cpu:.1f} s); {int(closed)} windows scored for "
+        f"{turns // per} conversations ({int(late)} late turns); session / span = {figures['sessions_vs_span']:.3f}"
     )
     return figures
 

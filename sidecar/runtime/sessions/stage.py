@@ -41,14 +41,14 @@ __all__ = ["SessionStage"]
 
 log = logging.getLogger(__name__)
 
-_TICK_S = 0.25
+_TICK_S = 0.1
 # A restoring partition whose position passed its end with no record handled for this long is restored (its
 # last records were compacted away, or were our own tombstones: nothing more will come from the restore).
 _RESTORE_STALL_S = 2.0
 _WARNING_EVERY_S = 60.0
 # From a turn handed to the internal topic's publisher to stage 2 reading it: the publish (acks=all) and a fetch
 # (kafka.fetch_max_wait_ms, 500 ms by default).
-_SETTLE_S = 0.75
+_SETTLE_S = 0.5
 
 
 @dataclass(slots=True)
