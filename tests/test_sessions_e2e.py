@@ -99,6 +99,12 @@ async def test_conversations_spread_over_partitions_and_workers_are_scored_once_
     assert all(len(p) == 1 for p in partitions.values()) and len(set().union(*partitions.values())) > 1
     tombstoned = {r.key for r in internal if r.value is None}
     assert {r.key for r in turn_records} <= tombstoned
+    # Before them, each window's marker (its turns), tombstoned after them: what a restore skips.
+    markers = {r.key: json.loads(r.value) for r in internal if b"/scored:" in r.key and r.value is not None}
+    assert {key.split(b"/")[0].decode(): sorted(value["turns"]) for key, value in markers.items()} == {
+        cid: sorted(f"{t.trace_id}:{t.agent_span_id}" for t in turns) for cid, turns in traces.items()
+    }
+    assert set(markers) <= tombstoned
     # The scorer-run span hangs under the last turn's agent span, with the conversation.
     run_spans = [s for s in otlp_receiver.spans if s.attributes.get("scoring_sidecar.scorer.id") == "turns"]
     assert {(s.attributes["gen_ai.conversation.id"], s.parent_span_id) for s in run_spans} == {

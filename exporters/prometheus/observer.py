@@ -208,7 +208,7 @@ class SidecarMetrics(ServiceObserver):
         self._child(self.sessions.closed, reason).inc()
         self.sessions.window_turns.observe(turns)
 
-    def session_restored(self, topic: str, partition: int, seconds: float, turns: int) -> None:
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
         self.sessions.restore.observe(max(0.0, seconds))
 
     # -- runs -----------------------------------------------------------------------------------------

@@ -91,9 +91,9 @@ class ServiceObserver:
     def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
         """A conversation's window closed (and its runs start), with ``turns`` turns."""
 
-    def session_restored(self, topic: str, partition: int, seconds: float, turns: int) -> None:
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
         """A partition of the internal topic was read from the beginning after its assignment: its open windows
-        are rebuilt (``turns`` turn records read), ``seconds`` after the assignment."""
+        are rebuilt from ``records`` records (turns, markers, tombstones), ``seconds`` after the assignment."""
 
     # -- runs --------------------------------------------------------------------------------------------
     def runs_skipped(
@@ -193,8 +193,8 @@ class Observers(ServiceObserver):
     def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
         self._emit("session_closed", reason, turns)
 
-    def session_restored(self, topic: str, partition: int, seconds: float, turns: int) -> None:
-        self._emit("session_restored", topic, partition, seconds, turns)
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
+        self._emit("session_restored", topic, partition, seconds, records)
 
     def runs_skipped(
         self,

@@ -30,14 +30,14 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.clients import BrokerClients, ClientOptions, start_clients
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.conversations import Conversations
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.intake import INTAKE_STOP_S, Intake
 from sidecar.runtime.ledger import RecordLedger
 from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.records import RecordHandler
 from sidecar.runtime.sessions import SessionLimits, SessionStage, TurnPublishing, TurnTopic
-from sidecar.runtime.sessions.consumer import session_group, start_session_consumer
-from sidecar.runtime.sources import GroupSubscription, RecordSource, RestoringSubscription
+from sidecar.runtime.sources import GroupSubscription, RecordSource
 from sidecar.runtime.stopping import StopClock, StopReport, cancel_and_wait, close_side_by_side, closing_reserve
 from sidecar.runtime.trace_scope import TraceScope
 
@@ -97,16 +97,17 @@ class ScoringService:
         trace_scorers = [s for s in scorers if s.scope == "trace"]
         session_scorers = [s for s in scorers if s.scope == "session"]
         turns: TurnPublishing | None = None
-        self._sessions: SessionStage | None = None
+        self._sessions: Conversations | None = None
         self._turn_topic = turn_topic if session_scorers else None
         if session_scorers:
             if sessions is None or turn_topic is None:
                 raise ValueError("scope: session needs the sessions block and the internal topic's publisher")
             turns = TurnPublishing(session_scorers, sessions, turn_topic, observer)
-            self._sessions = SessionStage(
+            stage = SessionStage(
                 session_scorers, sessions, dispatcher=self._dispatcher, topic=turn_topic, observer=observer,
                 max_in_flight_runs=limits.max_in_flight_runs, grace_s=_TURN_GRACE_S,
             )  # fmt: skip
+            self._sessions = Conversations(stage, limits=limits, dispatcher=self._dispatcher, observer=observer)
         # What the checkpoint flushes before it commits: the sinks, and the internal topic's turns.
         self._checkpointed: tuple[Flushable, ...] = (*self._sinks, *filter(None, [self._turn_topic]))
         self._traces = (
@@ -126,7 +127,6 @@ class ScoringService:
             else None
         )
         self._intake: Intake | None = None
-        self._session_intake: Intake | None = None
         self._running = False
         self._checkpoints: Checkpoint[TopicPartition] | None = None  # once the consumer exists
         self._waiting = ""  # why the start-up waits (the broker), for /readyz
@@ -139,7 +139,7 @@ class ScoringService:
     @property
     def ready(self) -> bool:
         """The consumer joined its group and polled."""
-        sessions = self._sessions is None or (self._session_intake is not None and self._session_intake.ready)
+        sessions = self._sessions is None or self._sessions.ready
         return self._running and self._intake is not None and self._intake.ready and sessions
 
     def readiness(self) -> tuple[bool, str]:
@@ -166,9 +166,8 @@ class ScoringService:
         self.stop_phase = "starting"
         self._running = True
         clients: BrokerClients | None = None
-        session_consumer: AIOKafkaConsumer | None = None
         background: list[asyncio.Task[None]] = []
-        sessions_stop = asyncio.Event()  # stage 2 stops when stage 1 does (a stop, or a bounded source's end)
+        sessions = self._sessions
         try:
             clients = await start_clients(
                 self._clients, self._checkpointed, stop, waiting=self._set_waiting, phase=self._set_phase
@@ -176,12 +175,10 @@ class ScoringService:
             if clients is None:
                 return  # stopped while waiting for the broker: nothing was consumed
             consumer = clients.consumer
-            if self._sessions is not None:
+            if sessions is not None:
                 self.stop_phase = "starting: the conversations' consumer"
-                session_consumer, _ = await start_session_consumer(self._clients, self._sessions.limits.topic)
-                self._session_intake = self._new_session_intake(session_consumer, self._sessions)
-                await self._session_intake.attach()
-            confirmations = (self._sessions.confirmation,) if self._sessions is not None else ()
+                await sessions.start(self._clients)
+            confirmations = (sessions.stage.confirmation,) if sessions is not None else ()
             self._checkpoints = Checkpoint(
                 self._ledger.offsets, self._checkpointed, consumer, self._observer, confirmations=confirmations
             )
@@ -200,40 +197,38 @@ class ScoringService:
                 key_sampling=self._key_sampling,
             )
             intake = self._intake = self._new_intake(consumer, handler)
-            if self._sessions is not None:
-                self._sessions.stage1_read_to = self._stage1_read_to
+            if sessions is not None:
+                sessions.follow(intake, self._traces)
             await intake.attach()
             background.append(asyncio.create_task(self._commit_loop(stop), name="checkpoints"))
             self.stop_phase = "consuming"
             if self._traces is not None:
                 self._traces.publisher = publisher
                 background.append(asyncio.create_task(self._traces.run(stop), name="trace readiness"))
-            stage2 = self._start_stage2(sessions_stop)
+            if sessions is not None:
+                sessions.run(stop)
             ended = await intake.run_until(stop)
             if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
-            sessions_stop.set()
             for task in background[1:]:
                 await cancel_and_wait(task)
-            if stage2 is not None and await stage2 == "abandoned":
-                report.give_up(f"the conversations' intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
+            if sessions is not None:
+                await sessions.stop(report)
             if ended == "exhausted":
                 await self._finish_source(stop)
             await self._drain(clock.left() - reserve, report)
             await cancel_and_wait(background[0])  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(limits.flush_timeout_s, clock.left() - reserve / 2), report)
-            if self._sessions is not None and not await self._sessions.finish(clock.left() - reserve / 2):
-                report.give_up(
-                    "the tombstones of conversations scored were not written: their next owner scores "
-                    "them again (same score ids)"
-                )
+            if sessions is not None:
+                await sessions.finish(clock.left() - reserve / 2, report)
         finally:
             self._running = False
             for task in background:
                 await cancel_and_wait(task)
-            sessions_stop.set()
+            if sessions is not None:
+                await sessions.abandon()
             self._abandon()
-            await self._close(clients, session_consumer, clock, report)
+            await self._close(clients, clock, report)
             clock.close()
             self.stop_phase = "stopped"
             report.log(clock, consumed=clients is not None)
@@ -255,46 +250,6 @@ class ScoringService:
             runs_in_flight=lambda: self._dispatcher.in_flight,
             metrics_url=self.metrics_url,
         )
-
-    def _new_session_intake(self, consumer: AIOKafkaConsumer, stage: SessionStage) -> Intake:
-        limits = self._limits
-        stage.attach(consumer)
-        return Intake(
-            consumer,
-            RestoringSubscription([stage.limits.topic], stage.assigned),
-            stage.handle,
-            capacity=stage.capacity,
-            observer=self._observer,
-            group_id=session_group(self._clients.group_id or ""),
-            poll_timeout_ms=limits.poll_timeout_ms,
-            max_poll_records=limits.max_poll_records,
-            pause_grace_s=limits.pause_grace_s,
-            on_revoked=stage.revoked,
-            runs_in_flight=lambda: self._dispatcher.in_flight,
-        )
-
-    def _start_stage2(self, stop: asyncio.Event) -> asyncio.Task[str] | None:
-        """Stage 2's intake and ticker, until ``stop``; the intake's task says how it ended."""
-        stage, intake = self._sessions, self._session_intake
-        if stage is None or intake is None:
-            return None
-        ticker = asyncio.create_task(stage.run(stop), name="conversations")
-
-        async def consume() -> str:
-            try:
-                return await intake.run_until(stop)
-            finally:
-                await cancel_and_wait(ticker)
-
-        return asyncio.create_task(consume(), name="conversations intake")
-
-    async def _stage1_read_to(self) -> int | None:
-        """How far in record time this process's stage 1 has handed every trace's turns to the internal topic:
-        read (intake's watermark), and not waiting in the trace buffer or being published."""
-        intake = self._intake
-        read = await intake.watermark_ms() if intake is not None else None
-        pending = self._traces.oldest_pending_ms() if self._traces is not None else None
-        return read if read is None or pending is None else min(read, pending)
 
     def _set_waiting(self, reason: str) -> None:
         self._waiting = reason
@@ -393,25 +348,17 @@ class ScoringService:
         self._ledger.drop_all()
         if self._traces is not None:
             self._traces.drop_all()
-        if self._sessions is not None:
-            self._sessions.drop_all()
         self._dispatcher.cancel_all()
 
-    async def _close(
-        self,
-        clients: BrokerClients | None,
-        session_consumer: AIOKafkaConsumer | None,
-        clock: StopClock,
-        report: StopReport,
-    ) -> None:
+    async def _close(self, clients: BrokerClients | None, clock: StopClock, report: StopReport) -> None:
         """Leave the groups, stop the dead-letter producer and close the sinks, side by side, within what is
         left of the budget."""
         steps: dict[str, Any] = {}
         if clients is not None:
             steps["leaving the consumer group"] = clients.consumer.stop()
             steps["stopping the dead-letter producer"] = clients.producer.stop()
-        if session_consumer is not None:
-            steps["leaving the conversations' consumer group"] = session_consumer.stop()
+        if self._sessions is not None:
+            steps.update(self._sessions.closing())
         for sink in self._checkpointed:
             steps[f"closing exporter {sink.name}"] = sink.close()
         self.stop_phase = "closing: " + ", ".join(steps)
