@@ -1,4 +1,5 @@
-"""Kafka score records: one JSON record per successful scorer run, keyed by trace id (docs/delivery.md).
+"""Kafka score records: one JSON record per successful scorer run, keyed by trace id, a conversation's by its
+conversation id (docs/delivery.md, docs/sessions.md).
 
 :func:`score_record` is the format (``eval --output`` writes the same JSON); :class:`KafkaScoreSink` is
 the exporter, on the delivery queue of every sink (``exporters.delivery``): ``submit`` encodes and queues;
@@ -34,40 +35,20 @@ close the module.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pydantic_core
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import (
-    CorruptRecordException,
-    InvalidTimestampError,
-    InvalidTopicError,
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from pydantic import Field
 from pydantic_core import InitErrorDetails
 
-from exporters.delivery import (
-    CONFIRMED,
-    DeadLetter,
-    DeliveryQueue,
-    DeliveryRules,
-    Entry,
-    Outcome,
-    Settle,
-    Wording,
-    failed,
-    rejected,
-)
+from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, Wording
 from exporters.delivery.letters import SetAsideLetter
+from exporters.kafka_batches import ProducerBatches
 from exporters.partitioner import KeyPartitioner
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
@@ -101,16 +82,6 @@ DROP_REASONS: Final = ("rejected",)
 # Model fields that never enter a record: the traced conversation (see the module docstring), and run
 # state that a successful run does not have.
 _EXCLUDED_RESULT_FIELDS = {"input", "output", "ground_truth", "request_context", "not_scorable"}
-
-# The record can never be accepted: retrying would block every later commit forever.
-_PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
-    MessageSizeTooLargeError,
-    RecordTooLargeError,
-    RecordListTooLargeError,
-    CorruptRecordException,
-    InvalidTimestampError,
-    InvalidTopicError,
-)
 
 
 def score_record_head(run: ScoredRun, score: float | None, reason: str | None) -> dict[str, Any]:
@@ -158,10 +129,26 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     assembly = run.request.assembly
     if assembly is not None:
         metadata["trace"] = assembly.model_dump(mode="json", by_alias=True, exclude_none=True)
+    session = run.request.session
+    conversation: dict[str, Any] = {}
+    if session is not None:
+        # A conversation's score: keyed by its id (record_key), named by its first turn, attached to its last.
+        conversation = {
+            "conversationId": session.conversation_id,
+            "turnTraceIds": [turn.trace_id for turn in session.turns],
+            "windowStart": iso_millis(session.start_unix_nano),
+        }
+        metadata["session"] = {
+            "turns": len(session.turns),
+            "closeReason": session.close_reason,
+            "complete": session.complete,
+            "truncated": any(turn.truncated for turn in session.turns),
+        }
     return {
         **score_record_head(run, score, reason),
         # The trace the score belongs to: the scored one (the OTLP exporter puts its span there too).
         "scoreTraceId": target.trace_id,
+        **conversation,
         "runId": run_id,
         **dumped,  # preprocess/analyzeStepResult, the four prompts, judge: each only when present
         "metadata": {k: v for k, v in metadata.items() if v is not None},
@@ -176,6 +163,14 @@ class ScoreRecord:
     key: bytes
     value: bytes
     headers: list[tuple[str, bytes]]  # a list: aiokafka's record builder (C) takes nothing else; never mutated
+
+    @property
+    def partition_key(self) -> bytes:
+        return self.key
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        return None  # the producer's clock
 
 
 def _encode(run: ScoredRun, score_source: str = SCORE_SOURCE) -> ScoreRecord | None:
@@ -208,97 +203,6 @@ def _letters(exporter: str, set_aside: SetAsideLetter) -> Callable[[ScoreRecord,
         set_aside(DeadLetter(exporter, record.score_id, record.key, record.value), reason, detail)
 
     return letter
-
-
-def _outcome(error: BaseException | None) -> Outcome:
-    if error is None:
-        return CONFIRMED
-    detail = f"{type(error).__name__}: {error}"
-    # A batch the broker refuses for good: the error is about the records as sent (the size, the topic).
-    return rejected(detail, each=True) if isinstance(error, _PERMANENT_ERRORS) else failed(detail)
-
-
-class _ProducerBatches:
-    """The Kafka sink's transport: what the delivery queue hands over goes out in batches this transport
-    builds per partition with aiokafka's batch API (per record, one append to a batch instead of
-    ``send()``'s validation, metadata wait, future and callback; docs/delivery.md has the figures), and each
-    batch is settled by its delivery callback, so batches of several partitions are in flight at once."""
-
-    def __init__(self, topic: str, partitioner: KeyPartitioner, max_request_size: int) -> None:
-        self.topic = topic
-        self.producer: AIOKafkaProducer | None = None
-        self._partitioner = partitioner
-        self._max_request_size = max_request_size
-
-    async def send(self, batch: Sequence[Entry[ScoreRecord]], settle: Settle[ScoreRecord]) -> None:
-        producer = self.producer
-        if producer is None:
-            settle(batch, failed("the producer is closed"))
-            return
-        try:
-            partitions = sorted(await producer.partitions_for(self.topic))
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # metadata unavailable: kept for the next flush, like a failed send
-            settle(
-                batch, _outcome(error) if isinstance(error, _PERMANENT_ERRORS) else failed(str(error) or repr(error))
-            )
-            return
-        by_partition: dict[int, list[Entry[ScoreRecord]]] = {}
-        for entry in batch:
-            record = entry.value
-            size = DefaultRecordBatchBuilder.estimate_size_in_bytes(record.key, record.value, record.headers)
-            if size > self._max_request_size:
-                settle([entry], _outcome(MessageSizeTooLargeError(f"the record is {size} bytes when serialized")))
-                continue
-            partition = self._partitioner(record.key, partitions, partitions)
-            by_partition.setdefault(partition, []).append(entry)
-        for partition, entries in by_partition.items():
-            await self._send_partition(producer, partition, entries, settle)
-
-    async def _send_partition(
-        self,
-        producer: AIOKafkaProducer,
-        partition: int,
-        entries: list[Entry[ScoreRecord]],
-        settle: Settle[ScoreRecord],
-    ) -> None:
-        batch: list[Entry[ScoreRecord]] = []
-        builder = producer.create_batch()
-        for entry in entries:
-            record = entry.value
-            if builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers) is None:
-                await self._send_batch(producer, builder, partition, batch, settle)
-                batch, builder = [], producer.create_batch()
-                # An empty batch takes any record up to max_request_size (checked above).
-                builder.append(key=record.key, value=record.value, timestamp=None, headers=record.headers)
-            batch.append(entry)
-        if batch:
-            await self._send_batch(producer, builder, partition, batch, settle)
-
-    async def _send_batch(
-        self,
-        producer: AIOKafkaProducer,
-        builder: Any,
-        partition: int,
-        batch: list[Entry[ScoreRecord]],
-        settle: Settle[ScoreRecord],
-    ) -> None:
-        try:
-            # Returns once the batch is queued; waits while this partition's previous batch is not sent yet.
-            delivery = await producer.send_batch(builder, self.topic, partition=partition)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # the producer is closed, or no room before request_timeout_ms
-            settle(batch, _outcome(error))
-            return
-        delivery.add_done_callback(functools.partial(_delivered, batch, settle))
-
-
-def _delivered(batch: list[Entry[ScoreRecord]], settle: Settle[ScoreRecord], delivery: asyncio.Future[Any]) -> None:
-    if delivery.cancelled():  # the producer was stopped: close() counts what it abandons
-        return
-    settle(batch, _outcome(delivery.exception()))
 
 
 class KafkaScoreSink:
@@ -349,7 +253,7 @@ class KafkaScoreSink:
             "partitioner": KeyPartitioner(),
             **(producer_options or {}),
         }
-        self._batches = _ProducerBatches(
+        self._batches: ProducerBatches[ScoreRecord] = ProducerBatches(
             topic, self._options["partitioner"], self._options.get("max_request_size", 1024 * 1024)
         )
         self._queue: DeliveryQueue[ScoreRecord] = DeliveryQueue(

@@ -133,6 +133,24 @@ BAD_IMPORTS = [
         id="runtime-intake-imports-the-record-handler-lazily",
     ),
     pytest.param(
+        "runtime",
+        "sidecar/runtime/sessions/_bad_import.py",
+        "from sidecar.runtime.trace_scope import TraceScope\n",
+        id="runtime-conversations-import-the-trace-stage-above-them",
+    ),
+    pytest.param(
+        "sessions",
+        "sidecar/runtime/sessions/windows.py",  # overwritten in the copy
+        "def stage() -> object:\n    from sidecar.runtime.sessions import stage\n\n    return stage\n",
+        id="conversation-windows-import-stage-2-lazily",
+    ),
+    pytest.param(
+        "layers",
+        "sidecar/runtime/sessions/_bad_import.py",
+        "from exporters.session_turns import SessionTurnPublisher\n",
+        id="runtime-conversations-import-the-turn-publisher-they-are-given",
+    ),
+    pytest.param(
         "layers",
         "sidecar/runtime/_bad_settings.py",
         "from sidecar.settings import Settings\n",

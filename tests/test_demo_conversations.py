@@ -26,7 +26,7 @@ from sidecar.scorers import (
 from sidecar.scoring import JudgeModel
 from sidecar.settings import load_settings
 from sidecar.testing.judge_server import JudgeServer
-from tests.support.conversations import session_of_turns, turn_run
+from tests.support.session_runs import session_of_turns, turn_run
 
 
 def attributes(span: Any) -> dict[str, str]:

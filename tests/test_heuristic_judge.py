@@ -27,7 +27,7 @@ from sidecar.scoring.types import ScorerRunResult
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.agent_runs import agent_run
-from tests.support.conversations import session_of_turns, turn_run
+from tests.support.session_runs import session_of_turns, turn_run
 
 QUALITIES = ("excellent", "partial", "poor")
 

@@ -18,7 +18,7 @@ from sidecar.scorers.llm_judge_variables import run_text
 from sidecar.scoring.steps import ScorerRun
 from sidecar.settings import SettingsError, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
-from tests.support.conversations import Turn, run_kwargs, session_run
+from tests.support.session_runs import Turn, run_kwargs, session_run
 from tests.test_llm_judge_config import judge_yaml
 
 TURNS = [
@@ -102,11 +102,13 @@ def test_traced_content_in_a_conversation_stays_inert_and_inside_its_quote(user:
 # -- validate ----------------------------------------------------------------------------------------------------
 
 SESSION = "targets: {scope: session}\n"
+# Where the conversations' turns go (the engine needs it at scope session); after the scorers, so lines hold.
+SESSIONS_BLOCK = "sessions: {topic: conversations}\n"
 
 
 def problems(prompt: str, extra: str = "") -> list[str]:
     with pytest.raises(SettingsError) as raised:
-        load_settings(judge_yaml(prompt, extra=extra))
+        load_settings(judge_yaml(prompt, extra=extra) + SESSIONS_BLOCK)
     return [str(p) for p in raised.value.problems]
 
 
@@ -140,5 +142,5 @@ def test_the_conversation_is_refused_outside_scope_session(scope: str) -> None:
 
 
 def test_conversation_and_system_are_accepted_at_scope_session() -> None:
-    [scorer] = load_settings(judge_yaml("{{ system }}\n{{ conversation }}", extra=SESSION)).scorers
+    [scorer] = load_settings(judge_yaml("{{ system }}\n{{ conversation }}", extra=SESSION) + SESSIONS_BLOCK).scorers
     assert scorer.targets.scope == "session"

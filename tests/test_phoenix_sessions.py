@@ -19,9 +19,9 @@ from sidecar.core.runs import ScorerRunRequest
 from sidecar.embedded.conversations import ConversationTraffic
 from sidecar.embedded.traffic import GeneratedTrace
 from sidecar.scoring import LabelledScore, Scorer, create_scorer
-from tests.support.conversations import session_of_turns, turn_run
 from tests.support.phoenix import PhoenixServer, with_project
 from tests.support.runs import scored_run_of
+from tests.support.session_runs import session_of_turns, turn_run
 
 SinkFactory = Callable[..., PhoenixAnnotationSink]
 

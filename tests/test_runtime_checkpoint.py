@@ -440,3 +440,46 @@ async def _play(script: list[Track | Done | Check]) -> None:
                     # The tracker advances exactly to what the broker accepted.
                     accepted = [c[tp] for c in committer.commits if tp in c]
                     assert tracker.committed(tp) == (accepted[-1] if accepted else start[tp])
+
+
+# -- confirmations: work that commits no offset learns when its exports are confirmed --------------------------
+
+
+class Waiting:
+    """A confirmation (a conversation stage's): ``waiting`` items, the snapshot taken before each flush."""
+
+    def __init__(self) -> None:
+        self.waiting: list[str] = []
+        self.confirmed: list[str] = []
+        self.asked = 0
+
+    def ask(self) -> Callable[[], None] | None:
+        self.asked += 1
+        if not self.waiting:
+            return None
+        snapshot = list(self.waiting)
+
+        def confirmed() -> None:
+            self.confirmed.extend(snapshot)
+            self.waiting = [item for item in self.waiting if item not in snapshot]
+
+        return confirmed
+
+
+async def test_a_confirmation_runs_after_every_sink_confirmed_even_with_nothing_to_commit() -> None:
+    tracker: OffsetTracker[PartitionKey] = OffsetTracker()  # no record at all: no offset to commit
+    waiting = Waiting()
+    # An item handed over while the sink flushes belongs to the next flush, as a record done meanwhile does.
+    sink = ScriptedSink("s", [False, True, True], during_flush=lambda: waiting.waiting.append("late"))
+    committer = RecordingCommitter()
+    checkpoint = Checkpoint(tracker, [sink], committer, confirmations=[waiting.ask])
+
+    assert await checkpoint.commit([A], timeout_s=TIMEOUT_S)  # nothing waits: no flush at all
+    assert sink.flushes == 0
+    waiting.waiting.append("window-1")
+    assert not await checkpoint.commit([A], timeout_s=TIMEOUT_S)  # the sink did not confirm: nothing confirmed
+    assert sink.flushes == 1 and waiting.confirmed == []
+    sink.during_flush = None
+    assert await checkpoint.commit([A], timeout_s=TIMEOUT_S)
+    assert waiting.confirmed == ["window-1", "late"]  # "late" was there before this flush began
+    assert committer.attempts == 0  # and no commit was made for it

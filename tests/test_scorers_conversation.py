@@ -32,7 +32,7 @@ from sidecar.scorers.user_frustration import (
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.prompting import round_to_two_decimals
 from sidecar.testing.judge_server import JudgeServer, Reply
-from tests.support.conversations import Turn, run_kwargs, session_run
+from tests.support.session_runs import Turn, run_kwargs, session_run
 from tests.support.tool_runs import agent_run, invocation, message
 
 SUPPORT = "You are ACME's billing support agent. Only answer billing questions; never give legal advice."

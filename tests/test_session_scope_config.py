@@ -32,6 +32,8 @@ def scorer_yaml(kind: str, scope: str, options: str = "") -> str:
     targets:
       scope: {scope}
 {options}"""
+        # Where the conversations' turns go (the engine needs it at scope session).
+        + "sessions: {topic: conversations}\n"
     )
 
 
@@ -43,8 +45,9 @@ def test_a_single_turn_kind_at_scope_session_is_refused_with_the_reason_and_its_
     with pytest.raises(SettingsError) as raised:
         load_settings(scorer_yaml(kind, "session"))
     assert [str(p) for p in raised.value.problems] == [
-        f"scorers[0].targets.scope (line 10): kind {kind!r} scores one request and its answer: at scope session it "
-        f"would read the first turn only (its scopes: span, trace; kinds for whole conversations: {WHOLE})"
+        f"scorers[0].targets.scope (line 10): kind {kind!r} scores one agent run, one request and its answer (its "
+        "scopes: span, trace): at scope session it would read the conversation's first turn only; use a kind that "
+        f"reads whole conversations ({WHOLE}), or scope: trace to score every turn on its own"
     ]
 
 
@@ -60,7 +63,7 @@ def test_validate_prints_it(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert "scorers[0].targets.scope (line 10): kind 'answer-relevancy' scores one request and its answer" in (
+    assert "scorers[0].targets.scope (line 10): kind 'answer-relevancy' scores one agent run" in (
         done.stdout + done.stderr
     )
 
@@ -70,8 +73,8 @@ def test_a_conversation_kind_at_a_single_run_scope_says_to_score_sessions(scope:
     with pytest.raises(SettingsError) as raised:
         load_settings(scorer_yaml("user-frustration", scope))
     assert [str(p) for p in raised.value.problems] == [
-        "scorers[0].targets.scope (line 10): kind 'user-frustration' scores whole conversations: set "
-        "targets.scope: session (docs/sessions.md)"
+        "scorers[0].targets.scope (line 10): kind 'user-frustration' reads whole conversations: it scores at scope "
+        "session only (set targets.scope: session)"
     ]
 
 

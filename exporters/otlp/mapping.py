@@ -3,7 +3,8 @@
 For every finished run, in the scored trace:
 
 * one span ``scorer run: '<scorer id>'`` (OTel kind INTERNAL, OpenInference kind ``EVALUATOR``: Phoenix
-  labels it an evaluator instead of ``UNKNOWN``) whose parent is the scored span, rebuilt from the
+  labels it an evaluator instead of ``UNKNOWN``) whose parent is the scored span (a conversation's: its last
+  turn's agent span, with the conversation id and the turn count), rebuilt from the
   hex ids as a remote ``SpanContext`` marked SAMPLED (a span that reached us through OTLP was sampled, and
   Python's OTLP encoder leaves ``Span.flags`` empty, so the flag cannot be read from the wire). Its times
   are the run's; it carries the loop-guard marker ``scoring_sidecar.internal=true``, the scorer, score
@@ -60,6 +61,7 @@ __all__ = [
     "COST_SOURCE_PROVIDER",
     "ERROR_TYPE",
     "EVENT_EVALUATION_RESULT",
+    "GEN_AI_CONVERSATION_ID",
     "GEN_AI_EVALUATION_EXPLANATION",
     "GEN_AI_EVALUATION_NAME",
     "GEN_AI_EVALUATION_SCORE_LABEL",
@@ -98,6 +100,9 @@ __all__ = [
     "SCORE_ID",
     "SERVICE_NAME",
     "SERVICE_VERSION",
+    "SESSION_CLOSE_REASON",
+    "SESSION_COMPLETE",
+    "SESSION_TURNS",
     "SIDECAR_INTERNAL",
     "evaluation_attributes",
     "judge_span_attributes",
@@ -126,6 +131,12 @@ RUN_SCOPE: Final = "scoring_sidecar.run.scope"
 RUN_TRACE_COMPLETE: Final = "scoring_sidecar.run.trace_complete"
 RUN_READY_REASON: Final = "scoring_sidecar.run.ready_reason"
 RUN_MISSING: Final = "scoring_sidecar.run.missing"
+# A conversation's run (scope session): the conversation (its OTel GenAI attribute), how many turns its window held,
+# why the window closed (idle: complete; any other reason, or a turn's trace incomplete: not).
+GEN_AI_CONVERSATION_ID: Final = names.GEN_AI_CONVERSATION_ID
+SESSION_TURNS: Final = "scoring_sidecar.session.turns"
+SESSION_CLOSE_REASON: Final = "scoring_sidecar.session.close_reason"
+SESSION_COMPLETE: Final = "scoring_sidecar.session.complete"
 AGENT_NAME: Final = "scoring_sidecar.agent.name"  # the scored agent (not gen_ai.agent.name: we are not it)
 JUDGE_EXECUTION_COUNT: Final = "scoring_sidecar.judge.execution_count"
 JUDGE_ESTIMATED_COST_USD: Final = "scoring_sidecar.judge.estimated_cost_usd"  # sum over executions
@@ -228,6 +239,12 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
     if assembly is not None:
         attrs[RUN_TRACE_COMPLETE] = assembly.complete
         attrs[RUN_READY_REASON] = assembly.ready_reason
+    session = run.request.session
+    if session is not None:
+        attrs[GEN_AI_CONVERSATION_ID] = session.conversation_id
+        attrs[SESSION_TURNS] = len(session.turns)
+        attrs[SESSION_CLOSE_REASON] = session.close_reason
+        attrs[SESSION_COMPLETE] = session.complete
     if run.missing:
         attrs[RUN_MISSING] = list(run.missing)
     result = run.result

@@ -1,5 +1,5 @@
 """The metric families, declared in groups by what they describe: the build, runs, judges, exporters,
-ingest and whole traces. Each group registers its families in the registry it is given; names, labels
+ingest, whole traces and conversations. Each group registers its families in the registry it is given; names, labels
 and help texts are the contract of docs/metrics.md.
 """
 
@@ -18,6 +18,11 @@ from exporters.prometheus.labels import (
     PREFIX,
     SCORE_BUCKETS,
     SCORE_LATENCY_BUCKETS,
+    SESSION_CLOSE_REASONS,
+    SESSION_DELAY_BUCKETS,
+    SESSION_RESTORE_BUCKETS,
+    SESSION_TURN_OUTCOMES,
+    SESSION_TURNS_BUCKETS,
     TRACE_READY_REASONS,
     TRACE_WAIT_BUCKETS,
 )
@@ -28,6 +33,7 @@ __all__ = [
     "IngestFamilies",
     "JudgeFamilies",
     "RunFamilies",
+    "SessionFamilies",
     "TraceFamilies",
     "register_build_info",
 ]
@@ -307,5 +313,53 @@ class TraceFamilies:
             f"{P}_late_spans",
             "Spans that arrived for a trace the trace-scope scorer had already scored (not scored again).",
             ["scorer"],
+            registry=r,
+        )
+
+
+class SessionFamilies:
+    """Conversations (``scope: session``): turns by outcome, the windows held, why and how big each closed, the
+    delay of their scores, the restores."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.turns = Counter(
+            f"{P}_session_turns",
+            "Turns of conversations by outcome: published (stage 1), no_conversation and sampled_out (not published), "
+            "buffered, duplicate and late (stage 2).",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in SESSION_TURN_OUTCOMES:
+            self.turns.labels(outcome=outcome)
+        self.open = Gauge(
+            f"{P}_sessions_open", "Windows of conversations held (open, or closed and waiting for runs).", registry=r
+        )
+        self.buffered_bytes = Gauge(
+            f"{P}_session_buffered_bytes", "Bytes of the turn summaries held (against sessions.max_bytes).", registry=r
+        )
+        self.closed = Counter(
+            f"{P}_sessions_closed",
+            "Windows closed and scored, by reason: idle (complete), max_duration, max_turns, too_large, evicted "
+            "(incomplete).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in SESSION_CLOSE_REASONS:
+            self.closed.labels(reason=reason)
+        self.window_turns = Histogram(
+            f"{P}_session_turns_per_window", "Turns per closed window.", buckets=SESSION_TURNS_BUCKETS, registry=r
+        )
+        self.delay = Histogram(
+            f"{P}_session_score_delay_seconds",
+            "From the last turn's end to its conversation's score (idle_s included).",
+            ["scorer"],
+            buckets=SESSION_DELAY_BUCKETS,
+            registry=r,
+        )
+        self.restore = Histogram(
+            f"{P}_session_restore_seconds",
+            "Time to read an assigned partition of the internal topic from its beginning.",
+            buckets=SESSION_RESTORE_BUCKETS,
             registry=r,
         )

@@ -14,8 +14,8 @@ import math
 from typing import Final, Literal, get_args
 
 from sidecar.core.deadletters import DeadLetterReason
-from sidecar.core.observers import IngestSkipReason, JudgePauseReason, JudgeState, SkipOutcome
-from sidecar.core.runs import ReadyReason
+from sidecar.core.observers import IngestSkipReason, JudgePauseReason, JudgeState, SessionTurnOutcome, SkipOutcome
+from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import RunOutcome
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
@@ -31,6 +31,11 @@ __all__ = [
     "RUN_OUTCOMES",
     "SCORE_BUCKETS",
     "SCORE_LATENCY_BUCKETS",
+    "SESSION_CLOSE_REASONS",
+    "SESSION_DELAY_BUCKETS",
+    "SESSION_RESTORE_BUCKETS",
+    "SESSION_TURNS_BUCKETS",
+    "SESSION_TURN_OUTCOMES",
     "SHED_REASONS",
     "SKIP_OUTCOMES",
     "SPAN_SKIP_REASONS",
@@ -62,6 +67,8 @@ TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans set aside at ingest (not scorer outcomes: internal and no_content never reach scorers).
 SPAN_SKIP_REASONS: Final[tuple[str, ...]] = get_args(IngestSkipReason)
 TRACE_READY_REASONS: Final[tuple[str, ...]] = get_args(ReadyReason)
+SESSION_TURN_OUTCOMES: Final[tuple[str, ...]] = get_args(SessionTurnOutcome)
+SESSION_CLOSE_REASONS: Final[tuple[str, ...]] = get_args(SessionCloseReason)
 DEAD_LETTER_REASONS: Final[tuple[str, ...]] = tuple(reason.value for reason in DeadLetterReason)
 
 # JudgeUsage field → the ``type`` label.
@@ -109,6 +116,29 @@ SCORE_LATENCY_BUCKETS: Final[tuple[float, ...]] = (
 )
 # First span → trace ready: idle_s (a few seconds) plus the trace's own length, up to max_wait_s.
 TRACE_WAIT_BUCKETS: Final[tuple[float, ...]] = (1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Turns per closed window: up to sessions.max_turns (50 by default).
+SESSION_TURNS_BUCKETS: Final[tuple[float, ...]] = (1, 2, 3, 5, 10, 20, 50)
+# Last turn's end → its conversation's score: idle_s (15 min by default; seconds in tests and demos) plus the
+# trace's own readiness and the judge, up to max_duration_s.
+SESSION_DELAY_BUCKETS: Final[tuple[float, ...]] = (
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    600.0,
+    900.0,
+    1200.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    14400.0,
+    21600.0,
+)
+# An assigned partition of the internal topic read from its beginning.
+SESSION_RESTORE_BUCKETS: Final[tuple[float, ...]] = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 def judge_model_label(model: JudgeModel | str, provider: str | None = None) -> str:

@@ -22,6 +22,7 @@ from exporters.prometheus.families import (
     IngestFamilies,
     JudgeFamilies,
     RunFamilies,
+    SessionFamilies,
     TraceFamilies,
     register_build_info,
 )
@@ -30,6 +31,8 @@ from exporters.prometheus.labels import (
     JUDGE_PAUSE_REASONS,
     JUDGE_STATES,
     RUN_OUTCOMES,
+    SESSION_CLOSE_REASONS,
+    SESSION_TURN_OUTCOMES,
     SHED_REASONS,
     SKIP_OUTCOMES,
     SPAN_SKIP_REASONS,
@@ -41,8 +44,8 @@ from exporters.prometheus.labels import (
 )
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SkipOutcome
-from sidecar.core.runs import SCOPES, ReadyReason
+from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SessionTurnOutcome, SkipOutcome
+from sidecar.core.runs import SCOPES, ReadyReason, SessionCloseReason
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -75,6 +78,7 @@ class SidecarMetrics(ServiceObserver):
         self.exporters = ExporterFamilies(self.registry)
         self.ingest = IngestFamilies(self.registry)
         self.traces = TraceFamilies(self.registry)
+        self.sessions = SessionFamilies(self.registry)
 
     def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
         """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
@@ -190,6 +194,24 @@ class SidecarMetrics(ServiceObserver):
     def late_spans(self, scorer: str, n: int) -> None:
         self._child(self.traces.late_spans, scorer).inc(n)
 
+    # -- conversations --------------------------------------------------------------------------------
+    def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:
+        check_label(outcome, SESSION_TURN_OUTCOMES, "session turn outcome")
+        if n:
+            self._child(self.sessions.turns, outcome).inc(n)
+
+    def session_buffer(self, sessions: int, turn_bytes: int) -> None:
+        self.sessions.open.set(sessions)
+        self.sessions.buffered_bytes.set(turn_bytes)
+
+    def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
+        check_label(reason, SESSION_CLOSE_REASONS, "session close reason")
+        self._child(self.sessions.closed, reason).inc()
+        self.sessions.window_turns.observe(turns)
+
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
+        self.sessions.restore.observe(max(0.0, seconds))
+
     # -- runs -----------------------------------------------------------------------------------------
     def runs_skipped(
         self,
@@ -231,7 +253,10 @@ class SidecarMetrics(ServiceObserver):
             span_end = target.end_time_unix_nano
             if span_end > 0:  # unknown span end: no lag to tell; clock skew clamps to 0
                 lag_s = max(0.0, (self._clock_ns() - span_end) / 1e9)
-                self._child(runs.score_latency, scorer).observe(lag_s, exemplar=exemplar)
+                # A conversation's score waits idle_s after its last turn by design: its own histogram, so that the
+                # per-run latency (and its alerts) keep meaning the pipeline's lag.
+                latency = self.sessions.delay if run.request.session is not None else runs.score_latency
+                self._child(latency, scorer).observe(lag_s, exemplar=exemplar)
         if run.degraded:
             self._child(runs.degraded, scorer, agent, ",".join(run.missing)).inc()
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from sidecar.scorers.registry import ScorerFacts, ScorerKind, kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
-from sidecar.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem
+from sidecar.settings import EvalSettings, ScorerSettings, SettingsError, SettingsProblem, scope_refusal
 
 __all__ = ["ScorerBuildError", "build_scorer", "build_scorers", "facts_for", "kind_for", "undeclared_judges"]
 
@@ -169,6 +169,11 @@ def build_scorers(settings: EvalSettings) -> dict[str, Scorer]:
         key = "kind" if scorer_settings.python_factory is not None else "judge"
         for problem in undeclared_judges(scorer, judges):
             report(i, key, problem)
+        declared = kind_for(scorer_settings) if scorer_settings.prebuilt is None else None
+        scope = scorer_settings.targets.scope
+        if declared is not None and scope not in (scopes := declared.facts_given(scorer_settings.options).scopes):
+            # A python factory declared with @scorer_kind states its scopes as a prebuilt kind does.
+            report(i, "targets.scope", scope_refusal(declared.name, scopes, scope))
         scorers[scorer_settings.id] = scorer
     if problems:
         raise SettingsError(problems)

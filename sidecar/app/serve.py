@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from exporters import session_turns
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
@@ -99,6 +100,16 @@ def service_for(
     over its own record source and consumer group (``backfill``)."""
     kafka = settings.kafka
     runtime = settings.runtime
+    sessions = settings.sessions if any(s.scope == "session" for s in assembly.scorers) else None
+    turn_topic = None
+    if sessions is not None:
+        turn_topic = session_turns.SessionTurnPublisher(
+            kafka.bootstrap_servers_str, sessions.topic, kafka.producer_options(), observer=assembly.observer
+        )
+        if assembly.metrics is not None:
+            assembly.metrics.register_exporter(
+                turn_topic.name, lambda: turn_topic.outstanding, drop_reasons=session_turns.DROP_REASONS
+            )
     return ScoringService(
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=group_id or kafka.group_id,
@@ -115,6 +126,8 @@ def service_for(
         agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
         key_sampling=kafka.key_sampling,
         source=source,
+        sessions=sessions.limits() if sessions is not None else None,
+        turn_topic=turn_topic,
     )
 
 

@@ -1,8 +1,9 @@
 """What one worker process may use when ``runtime.workers`` processes share a pod's configuration.
 
 The configuration states the pod's budget: a judge's ``max_concurrency``, ``rpm``, ``tpm`` and spend cap,
-the runtime's in-flight bounds and the trace buffer's. Each worker gets its part, so N workers together never ask a
-provider for more than one process would have (each worker keeps its own gate: no shared state).
+the runtime's in-flight bounds, the trace buffer's and the conversations' (``sessions.max_bytes``). Each worker
+gets its part, so N workers together never ask a provider for more than one process would have (each worker
+keeps its own gate: no shared state).
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ def _judge_for_worker(judge: JudgeSettings, index: int, count: int) -> JudgeSett
 def settings_for_worker(settings: Settings, index: int, count: int) -> Settings:
     """The settings worker ``index`` of ``count`` runs with (``runtime.workers`` becomes 1: it is one process)."""
     runtime = settings.runtime
+    sessions = settings.sessions
+    if sessions is not None:  # each worker holds the conversations of its own partitions
+        sessions = sessions.model_copy(
+            update={"max_bytes": max(sessions.max_session_bytes, worker_share(sessions.max_bytes, index, count))}
+        )
     return settings.model_copy(
         update={
+            "sessions": sessions,
             "judges": {name: _judge_for_worker(j, index, count) for name, j in settings.judges.items()},
             "runtime": runtime.model_copy(
                 update={

@@ -64,10 +64,23 @@ def backfill_settings(settings: Settings, scorer_ids: Sequence[str], budget: Jud
                 EXIT_INVALID,
             )
     chosen = tuple(s for s in settings.scorers if not scorer_ids or s.id in scorer_ids)
+    # A conversation spans far more than a window's traces, and its turns go through the live internal topic:
+    # session scorers score live traffic only (docs/sessions.md).
+    conversations = [s.id for s in chosen if s.targets.scope == "session"]
+    if conversations and scorer_ids:
+        raise StartupFailure(
+            f"--scorer {conversations[0]}: a scope: session scorer scores live conversations only; a backfill "
+            "scores spans and traces",
+            EXIT_INVALID,
+        )
+    chosen = tuple(s for s in chosen if s.targets.scope != "session")
+    if not chosen:
+        raise StartupFailure(f"no scorer of {config} can backfill: its scorers are all scope: session", EXIT_INVALID)
     runtime = settings.runtime.model_copy(update={"workers": 1})  # a backfill is one process
     return settings.model_copy(
         update={
             "scorers": chosen,
+            "sessions": None,
             "judges": {name: budget.limit(judge) for name, judge in settings.judges.items()},
             "runtime": runtime,
         }

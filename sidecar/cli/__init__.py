@@ -69,4 +69,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "backfill":
         return _guarded("backfill", lambda: commands.backfill(args))
     return 2
-

@@ -17,14 +17,22 @@ import logging
 from collections.abc import Iterable
 from typing import Literal
 
-from sidecar.core.runs import ReadyReason
+from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import ScoredRun
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
 
-__all__ = ["IngestSkipReason", "JudgePauseReason", "JudgeState", "Observers", "ServiceObserver", "SkipOutcome"]
+__all__ = [
+    "IngestSkipReason",
+    "JudgePauseReason",
+    "JudgeState",
+    "Observers",
+    "ServiceObserver",
+    "SessionTurnOutcome",
+    "SkipOutcome",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,11 @@ IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content"]
 JudgeState = Literal["closed", "open", "half_open", "paused"]
 # Why a gate is paused: the judge answered 401, 402 or insufficient_quota, 403, 404.
 JudgePauseReason = Literal["authentication", "payment_required", "permission_denied", "not_found"]
+# What became of a conversation's turn (scope: session): published to the internal topic by stage 1, or not
+# (its trace names no conversation; every session scorer samples its conversation out); read by stage 2 and
+# buffered, a copy of a turn already buffered or scored, or late (its window was already scored: it opens a
+# new one).
+SessionTurnOutcome = Literal["published", "no_conversation", "sampled_out", "buffered", "duplicate", "late"]
 
 
 class ServiceObserver:
@@ -67,6 +80,20 @@ class ServiceObserver:
 
     def late_spans(self, scorer: str, n: int) -> None:
         """``n`` spans arrived for a trace that ``scorer`` (a trace-scope scorer) had already scored."""
+
+    # -- conversations (scope: session) -------------------------------------------------------------------
+    def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:
+        """``n`` turns of conversations met ``outcome``."""
+
+    def session_buffer(self, sessions: int, turn_bytes: int) -> None:
+        """Windows of conversations open (or closed, waiting for their runs), and their turns' bytes."""
+
+    def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
+        """A conversation's window closed (and its runs start), with ``turns`` turns."""
+
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
+        """A partition of the internal topic was read from the beginning after its assignment: its open windows
+        are rebuilt from ``records`` records (turns, markers, tombstones), ``seconds`` after the assignment."""
 
     # -- runs --------------------------------------------------------------------------------------------
     def runs_skipped(
@@ -156,6 +183,18 @@ class Observers(ServiceObserver):
 
     def late_spans(self, scorer: str, n: int) -> None:
         self._emit("late_spans", scorer, n)
+
+    def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:
+        self._emit("session_turns", outcome, n)
+
+    def session_buffer(self, sessions: int, turn_bytes: int) -> None:
+        self._emit("session_buffer", sessions, turn_bytes)
+
+    def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
+        self._emit("session_closed", reason, turns)
+
+    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
+        self._emit("session_restored", topic, partition, seconds, records)
 
     def runs_skipped(
         self,

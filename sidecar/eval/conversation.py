@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.core.runs import ScorerRunRequest, SessionTurn, SessionWindow, SpanTarget
-from sidecar.scoring.agent import AgentRunInput, SystemMessage, ToolInvocation, assistant_message, user_message
+from sidecar.conventions.session_runs import session_run
+from sidecar.conventions.session_turns import TurnSummary, TurnTool
+from sidecar.core.runs import ScorerRunRequest
 
 __all__ = ["DatasetToolCall", "DatasetTurn", "TurnsError", "parse_turns", "session_request", "turns_json"]
 
@@ -115,40 +116,26 @@ def turns_json(turns: Sequence[DatasetTurn]) -> list[dict[str, Any]]:
 def session_request(
     turns: Sequence[DatasetTurn], *, seed: str, conversation_id: str, system: str | None, label: str
 ) -> ScorerRunRequest:
-    """The session run of a conversation item: ids derived from ``seed`` (the item's digest), so that the same
-    item gives the same trace and span ids, hence the same score ids, in every run."""
+    """The session run of a conversation item, built as stage 2 builds a window's: ids derived from ``seed`` (the
+    item's digest), so that the same item gives the same trace and span ids, hence the same score ids, in every
+    run. An item has no clock: its turns are in the dataset's order, and the window is whole."""
     ids = [hashlib.sha256(f"{seed}:turn:{i}".encode()).hexdigest() for i in range(len(turns))]
-    trace_ids, span_ids = [d[:32] for d in ids], [d[32:48] for d in ids]
-    inputs = tuple(user_message(t.input, id=f"{span_ids[i]}-in-0") for i, t in enumerate(turns))
-    outputs = tuple(
-        assistant_message(
-            t.output,
-            id=f"{span_ids[i]}-out-0",
-            tool_invocations=tuple(
-                ToolInvocation(
-                    state="result" if c.answered else "call",
-                    tool_call_id=f"{span_ids[i]}-call-{j}",
-                    tool_name=c.name,
-                    args=c.arguments,
-                    result=c.result,
-                )
-                for j, c in enumerate(t.tool_calls)
+    summaries = [
+        TurnSummary(
+            conversation_id=conversation_id,
+            trace_id=digest[:32],
+            span_id=digest[32:48],
+            span_name=label,
+            start_time_unix_nano=0,
+            end_time_unix_nano=0,
+            system=(system or "") if i == 0 else "",
+            user=turn.input,
+            answer=turn.output,
+            tools=tuple(
+                TurnTool(id=f"{digest[32:48]}-call-{j}", name=c.name, args=c.arguments, result=c.result)
+                for j, c in enumerate(turn.tool_calls)
             ),
         )
-        for i, t in enumerate(turns)
-    )
-    window = SessionWindow(
-        conversation_id=conversation_id,
-        # An item has no clock: its turns are in the dataset's order, and the window is whole.
-        turns=tuple(
-            SessionTurn(trace_id=trace_ids[i], span_id=span_ids[i], start_time_unix_nano=0, end_time_unix_nano=0)
-            for i in range(len(turns))
-        ),
-        close_reason="idle",
-    )
-    return ScorerRunRequest(
-        target=SpanTarget(trace_id=trace_ids[-1], span_id=span_ids[-1], span_name=label, kind="agent"),
-        input=AgentRunInput(input_messages=inputs, system_messages=(SystemMessage(content=system),) if system else ()),
-        output=outputs,
-        session=window,
-    )
+        for i, (turn, digest) in enumerate(zip(turns, ids, strict=True))
+    ]
+    return session_run(conversation_id, summaries, "idle", ordered=True)

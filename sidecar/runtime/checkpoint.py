@@ -8,6 +8,11 @@
    ids are deterministic, so at worst a score is exported twice under the same id.
 4. Remember what was committed (lag is reported against it).
 
+A unit of work that commits no offset but must know when its exports are confirmed (a conversation's window,
+whose turns are tombstoned once its scores are exported) registers a *confirmation*: asked before the flush
+(step 1) for what waits now, it is called back once every sink confirmed that flush; a checkpoint with nothing
+to commit still flushes for it.
+
 A sink whose last ``unhealthy_after`` flushes failed is *down*: ``/readyz`` names it and its
 ``exporter_up`` series reads 0. Checkpoints never overlap (one lock): a revoke's checkpoint waits for the
 periodic one instead of committing from a half-flushed state.
@@ -17,14 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from sidecar.core import Flushable
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.offsets import OffsetTracker
 
-__all__ = ["UNHEALTHY_FLUSHES", "Checkpoint", "OffsetCommitter"]
+__all__ = ["UNHEALTHY_FLUSHES", "Checkpoint", "Confirmation", "OffsetCommitter"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,9 @@ log = logging.getLogger(__name__)
 UNHEALTHY_FLUSHES = 3
 
 K = TypeVar("K", bound=Hashable)
+
+# Asked before a flush: the callback to run once the flush is confirmed (None: nothing waits).
+Confirmation = Callable[[], Callable[[], None] | None]
 
 
 class OffsetCommitter(Protocol[K]):
@@ -50,12 +58,14 @@ class Checkpoint(Generic[K]):
         observer: ServiceObserver | None = None,
         *,
         unhealthy_after: int = UNHEALTHY_FLUSHES,
+        confirmations: Sequence[Confirmation] = (),
     ) -> None:
         self._tracker = tracker
         self._sinks = tuple(sinks)
         self._committer = committer
         self._observer = observer or ServiceObserver()
         self._unhealthy_after = unhealthy_after
+        self._confirmations = tuple(confirmations)
         self._failed_flushes: dict[str, int] = {}  # sink name -> flushes failed in a row
         self._lock = asyncio.Lock()
 
@@ -68,10 +78,15 @@ class Checkpoint(Generic[K]):
         there was nothing to commit)."""
         async with self._lock:
             offsets = self._tracker.committable(partitions)  # 1: before the flush
-            if not offsets:
+            confirmed = [then for ask in self._confirmations if (then := ask()) is not None]
+            if not offsets and not confirmed:
                 return True
             if not await self._flush_all(timeout_s):  # 2
                 return False
+            for then in confirmed:
+                then()
+            if not offsets:
+                return True
             try:
                 await self._committer.commit(offsets)  # 3
             except Exception as exc:

@@ -78,6 +78,8 @@ class Intake:
         self._runs_in_flight = runs_in_flight
         self._metrics_url = metrics_url
         self.owned: set[TopicPartition] = set()
+        self._newest: dict[TopicPartition, int] = {}  # per partition, the newest record timestamp handled (ms)
+        self._unhandled: set[TopicPartition] = set()  # partitions of the batch being handled, not done yet
         self._finished: set[TopicPartition] = set()  # a bounded source's partitions read to their end
         self.ready = False  # polled at least once
         self._paused = False
@@ -120,9 +122,12 @@ class Intake:
             self._set_paused(False)
             batches = await consumer.getmany(timeout_ms=self._poll_timeout_ms, max_records=self._max_poll_records)
             self.ready = True
+            # Fetched (the consumer's position is past them) and not handled yet: behind, whatever the position says.
+            self._unhandled.update(tp for tp, records in batches.items() if records)
             slice_started = time.perf_counter()
             for tp, records in batches.items():
                 if tp not in self.owned:
+                    self._unhandled.discard(tp)
                     continue  # revoked while the fetch was in flight: the new owner reads these
                 for record in records:
                     if tp not in self.owned:
@@ -131,6 +136,8 @@ class Intake:
                         self._finish(tp)
                         break
                     await self._handle(tp, record)
+                    if record.timestamp > self._newest.get(tp, -1):
+                        self._newest[tp] = record.timestamp
                     if source.bounded and source.finished(tp, record.offset + 1):
                         self._finish(tp)
                         break
@@ -138,6 +145,7 @@ class Intake:
                         # Ingest is CPU work: let judge replies and finished runs through between slices.
                         await asyncio.sleep(0)
                         slice_started = time.perf_counter()
+                self._unhandled.discard(tp)
             # getmany returns buffered records without suspending: let the runs just created progress.
             await asyncio.sleep(0)
 
@@ -171,6 +179,7 @@ class Intake:
         await self._on_revoked(mine)
         for tp in mine:
             self.owned.discard(tp)
+            self._newest.pop(tp, None)
             self._observer.consumer_lag(tp.topic, tp.partition, None)
 
     def _log_assignment(self) -> None:
@@ -183,6 +192,25 @@ class Intake:
         self._joined = True
         metrics = f"; metrics on {self._metrics_url}" if self._metrics_url else ""
         log.info("joined consumer group %s on %s: %s%s", self._group_id, self._source.describe(), owned, metrics)
+
+    async def watermark_ms(self) -> int | None:
+        """How far in record time intake has read every partition it owns: the newest record timestamp handled on
+        the partition read furthest behind (one read to its high watermark counts as now); ``None`` while an
+        owned partition has not answered a fetch yet. What comes later on these partitions is stamped after it,
+        as far as its producers' clocks agree."""
+        mark = time.time_ns() // 1_000_000
+        consumer = self._consumer
+        for tp in list(self.owned):
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                return None
+            try:
+                position = await consumer.position(tp)
+            except Exception:  # revoked meanwhile
+                return None
+            if position < highwater or tp in self._unhandled:
+                mark = min(mark, self._newest.get(tp, 0))
+        return mark
 
     def report_lag(self, offsets: OffsetTracker[TopicPartition]) -> None:
         """Records between the committed offset and the high watermark (a bounded source's range end, when

@@ -46,15 +46,17 @@ class RecordHandler:
     ) -> None:
         self._ingest = ingest
         self._scorers = tuple(scorers)
-        # Trace-scope scorers map nothing per record: their runs are assembled when a trace is ready.
-        self._selections = tuple(None if s.scope == "trace" else s.selection for s in scorers)
+        # Trace- and session-scope scorers map nothing per record: their runs are assembled when a trace is ready
+        # (a session's, from the turns its ready traces give).
+        self._selections = tuple(s.selection if s.scope == "span" else None for s in scorers)
         self._ledger = ledger
         self._dispatcher = dispatcher
         self._capacity = capacity
         self._observer = observer
         self._publisher = publisher
         self._traces = traces
-        sampler = KeySampler(s.selection.sample_rate for s in scorers)
+        # A session scorer samples conversations, which a record's key does not name: it keeps every record.
+        sampler = KeySampler(1.0 if s.scope == "session" else s.selection.sample_rate for s in scorers)
         self._sampler = sampler if key_sampling and sampler.useful else None
 
     async def handle(self, tp: TopicPartition, record: Any) -> None:
@@ -98,7 +100,11 @@ class RecordHandler:
             for request in requests
         ]
         # No await from here on: a trace this record joins cannot be released before the record is held.
-        joined = traces.join(tp, offset, processed.traces) if traces is not None and processed.traces else 0
+        joined = (
+            traces.join(tp, offset, processed.traces, record.timestamp)
+            if traces is not None and processed.traces
+            else 0
+        )
         claim = self._ledger.hold(tp, offset, len(work) + joined, len(value) if value is not None else 0)
         if claim is None:
             return

@@ -3,7 +3,9 @@
 Records come from a :class:`~sidecar.runtime.sources.RecordSource` (a group subscription for ``run``) through
 the :class:`~sidecar.runtime.intake.Intake` to the :class:`~sidecar.runtime.records.RecordHandler`, which starts
 span runs on the :class:`~sidecar.runtime.dispatch.RunDispatcher` and hands spans to the whole-trace stage
-(:class:`~sidecar.runtime.trace_scope.TraceScope`); the :class:`~sidecar.runtime.ledger.RecordLedger` holds each
+(:class:`~sidecar.runtime.trace_scope.TraceScope`), which hands the turns of conversations to stage 1; stage 2
+(:class:`~sidecar.runtime.sessions.SessionStage`, ``scope: session``) is a second intake over the internal topic
+in its own group, on the same dispatcher. The :class:`~sidecar.runtime.ledger.RecordLedger` holds each
 record until its work is exported, and the :class:`~sidecar.runtime.checkpoint.Checkpoint` commits behind it:
 committable offsets first, then every sink flushed, then the commit (at-least-once; score ids are deterministic,
 so redelivery is harmless). The stop is bounded (:mod:`sidecar.runtime.stopping`).
@@ -28,11 +30,13 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.clients import BrokerClients, ClientOptions, start_clients
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.conversations import Conversations
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.intake import INTAKE_STOP_S, Intake
 from sidecar.runtime.ledger import RecordLedger
 from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.records import RecordHandler
+from sidecar.runtime.sessions import SessionLimits, SessionStage, TurnPublishing, TurnTopic
 from sidecar.runtime.sources import GroupSubscription, RecordSource
 from sidecar.runtime.stopping import StopClock, StopReport, cancel_and_wait, close_side_by_side, closing_reserve
 from sidecar.runtime.trace_scope import TraceScope
@@ -43,6 +47,9 @@ log = logging.getLogger(__name__)
 
 # While the last runs of an exhausted source finish, how often the wait looks at the stop event.
 _FINISH_POLL_S = 0.5
+# A turn's agent span ends before the Collector writes its trace's last record (batching): what a window waits for
+# past its last turn's end + idle_s, beyond what stage 1 has read.
+_TURN_GRACE_S = 0.5
 
 
 class ScoringService:
@@ -64,6 +71,8 @@ class ScoringService:
         agent_labels: AgentLabels | None = None,
         source: RecordSource | None = None,
         key_sampling: bool = True,
+        sessions: SessionLimits | None = None,
+        turn_topic: TurnTopic | None = None,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
@@ -76,8 +85,6 @@ class ScoringService:
         self._source: RecordSource = source or GroupSubscription(topics)
         self._scorers = tuple(scorers)
         self._sinks = tuple(sinks)
-        # Flushed, started and closed with the sinks, after them: what the sinks hand on (score dead letters).
-        self._parts: tuple[Flushable, ...] = (*sinks, *publishers)
         self._observer = observer = observer or ServiceObserver()
         self._readiness_checks = tuple(readiness_checks)
         self._ledger: RecordLedger[TopicPartition] = RecordLedger()
@@ -89,6 +96,22 @@ class ScoringService:
         self._capacity.bound(lambda: self._ledger.held_bytes >= limits.max_buffered_bytes)
         self._dispatcher.on_change = self._capacity.update
         trace_scorers = [s for s in scorers if s.scope == "trace"]
+        session_scorers = [s for s in scorers if s.scope == "session"]
+        turns: TurnPublishing | None = None
+        self._sessions: Conversations | None = None
+        self._turn_topic = turn_topic if session_scorers else None
+        if session_scorers:
+            if sessions is None or turn_topic is None:
+                raise ValueError("scope: session needs the sessions block and the internal topic's publisher")
+            turns = TurnPublishing(session_scorers, sessions, turn_topic, observer)
+            stage = SessionStage(
+                session_scorers, sessions, dispatcher=self._dispatcher, topic=turn_topic, observer=observer,
+                max_in_flight_runs=limits.max_in_flight_runs, grace_s=_TURN_GRACE_S,
+            )  # fmt: skip
+            self._sessions = Conversations(stage, limits=limits, dispatcher=self._dispatcher, observer=observer)
+        # What the checkpoint flushes before it commits, started and closed with the sinks: the sinks, then what
+        # they hand on (score dead letters), and the internal topic's turns.
+        self._checkpointed: tuple[Flushable, ...] = (*self._sinks, *publishers, *filter(None, [self._turn_topic]))
         self._traces = (
             TraceScope(
                 trace_scorers,
@@ -100,8 +123,9 @@ class ScoringService:
                 max_in_flight_runs=limits.max_in_flight_runs,
                 dead_letter_topic=ingest.dead_letter_topic,
                 span_attributes=ingest.span_attributes,
+                turns=turns,
             )
-            if trace_scorers
+            if trace_scorers or turns is not None
             else None
         )
         self._intake: Intake | None = None
@@ -117,7 +141,8 @@ class ScoringService:
     @property
     def ready(self) -> bool:
         """The consumer joined its group and polled."""
-        return self._running and self._intake is not None and self._intake.ready
+        sessions = self._sessions is None or self._sessions.ready
+        return self._running and self._intake is not None and self._intake.ready and sessions
 
     def readiness(self) -> tuple[bool, str]:
         """``/readyz``: the group is joined, every exporter confirms its exports (a sink whose last
@@ -144,14 +169,21 @@ class ScoringService:
         self._running = True
         clients: BrokerClients | None = None
         background: list[asyncio.Task[None]] = []
+        sessions = self._sessions
         try:
             clients = await start_clients(
-                self._clients, self._parts, stop, waiting=self._set_waiting, phase=self._set_phase
+                self._clients, self._checkpointed, stop, waiting=self._set_waiting, phase=self._set_phase
             )
             if clients is None:
                 return  # stopped while waiting for the broker: nothing was consumed
             consumer = clients.consumer
-            self._checkpoints = Checkpoint(self._ledger.offsets, self._parts, consumer, self._observer)
+            if sessions is not None:
+                self.stop_phase = "starting: the conversations' consumer"
+                await sessions.start(self._clients)
+            confirmations = (sessions.stage.confirmation,) if sessions is not None else ()
+            self._checkpoints = Checkpoint(
+                self._ledger.offsets, self._checkpointed, consumer, self._observer, confirmations=confirmations
+            )
             publisher = DeadLetterPublisher(
                 clients.producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding
             )
@@ -167,26 +199,36 @@ class ScoringService:
                 key_sampling=self._key_sampling,
             )
             intake = self._intake = self._new_intake(consumer, handler)
+            if sessions is not None:
+                sessions.follow(intake, self._traces)
             await intake.attach()
             background.append(asyncio.create_task(self._commit_loop(stop), name="checkpoints"))
             self.stop_phase = "consuming"
             if self._traces is not None:
                 self._traces.publisher = publisher
                 background.append(asyncio.create_task(self._traces.run(stop), name="trace readiness"))
+            if sessions is not None:
+                sessions.run(stop)
             ended = await intake.run_until(stop)
             if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
-            if self._traces is not None:
-                await cancel_and_wait(background.pop())
+            for task in background[1:]:
+                await cancel_and_wait(task)
+            if sessions is not None:
+                await sessions.stop(report)
             if ended == "exhausted":
                 await self._finish_source(stop)
             await self._drain(clock.left() - reserve, report)
             await cancel_and_wait(background[0])  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(limits.flush_timeout_s, clock.left() - reserve / 2), report)
+            if sessions is not None:
+                await sessions.finish(clock.left() - reserve / 2, report)
         finally:
             self._running = False
             for task in background:
                 await cancel_and_wait(task)
+            if sessions is not None:
+                await sessions.abandon()
             self._abandon()
             await self._close(clients, clock, report)
             clock.close()
@@ -311,13 +353,15 @@ class ScoringService:
         self._dispatcher.cancel_all()
 
     async def _close(self, clients: BrokerClients | None, clock: StopClock, report: StopReport) -> None:
-        """Leave the group, stop the dead-letter producer and close the sinks, side by side, within what is
+        """Leave the groups, stop the dead-letter producer and close the sinks, side by side, within what is
         left of the budget."""
         steps: dict[str, Any] = {}
         if clients is not None:
             steps["leaving the consumer group"] = clients.consumer.stop()
             steps["stopping the dead-letter producer"] = clients.producer.stop()
-        for sink in self._parts:
+        if self._sessions is not None:
+            steps.update(self._sessions.closing())
+        for sink in self._checkpointed:
             steps[f"closing exporter {sink.name}"] = sink.close()
         self.stop_phase = "closing: " + ", ".join(steps)
         await close_side_by_side(steps, clock, report)

@@ -6,6 +6,9 @@
   partitions are assigned, not shared, each from a start offset (or from what this source's group committed
   before, so a crash resumes) and, when bounded, up to an end offset: once every partition reached its end
   the source is exhausted and the service drains, commits and stops.
+- :class:`RestoringSubscription` (the conversations' internal topic): shared by a group like a subscription, but
+  every partition assigned is read from its first retained record, and who reads it learns where its restore
+  ends: the topic is the state of its reader, which commits nothing.
 
 Commits work the same for all: the checkpoint commits what is done on the partitions intake owns, under the
 consumer's group id.
@@ -21,7 +24,14 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalOperation
 
-__all__ = ["AssignedPartitions", "GroupSubscription", "PartitionRange", "RecordSource", "from_beginning"]
+__all__ = [
+    "AssignedPartitions",
+    "GroupSubscription",
+    "PartitionRange",
+    "RecordSource",
+    "RestoringSubscription",
+    "from_beginning",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +90,46 @@ class GroupSubscription:
 
     def end_of(self, tp: TopicPartition) -> int | None:
         return None
+
+
+# Told each assignment's partitions with their (first retained, end) offsets; answers where to read each from.
+Restore = Callable[[Mapping[TopicPartition, tuple[int, int]]], Mapping[TopicPartition, int]]
+
+
+class RestoringSubscription(GroupSubscription):
+    """The topics, shared among the group's members, each partition read from its beginning when it is assigned:
+    ``on_assigned`` hears the partitions of each assignment with their first retained and end offsets, before
+    intake owns them, and answers where to read each (its beginning, or where its reader stopped, when a
+    rebalance gave back a partition whose state it kept)."""
+
+    def __init__(self, topics: Sequence[str], on_assigned: Restore) -> None:
+        super().__init__(topics)
+        self._on_assigned = on_assigned
+
+    def describe(self) -> str:
+        return f"topics {','.join(self.topics)} (each partition from its beginning)"
+
+    async def attach(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener) -> None:
+        consumer.subscribe(list(self.topics), listener=_FromBeginning(consumer, listener, self._on_assigned))
+
+
+class _FromBeginning(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, consumer: AIOKafkaConsumer, listener: ConsumerRebalanceListener, on_assigned: Restore) -> None:
+        self._consumer = consumer
+        self._listener = listener
+        self._on_assigned = on_assigned
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        await self._listener.on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        partitions = list(assigned)
+        starts = await self._consumer.beginning_offsets(partitions) if partitions else {}
+        ends = await self._consumer.end_offsets(partitions) if partitions else {}
+        positions = self._on_assigned({tp: (starts[tp], ends[tp]) for tp in partitions})
+        for tp in partitions:
+            self._consumer.seek(tp, positions.get(tp, starts[tp]))
+        await self._listener.on_partitions_assigned(assigned)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,9 +99,10 @@ class BufferedTrace(Generic[P]):
     root_seen: bool = False
     # Spans of this trace were taken out before (evicted without a run): what is here is not the whole trace.
     cut_short: bool = False
+    first_ms: int | None = None  # the oldest timestamp of the records that brought its spans
     _rootless_at: int = -1  # span count at which root_arrived() last answered False (asked again only after)
 
-    def add(self, spans: Iterable[TraceSpan], offset: int, now: float) -> None:
+    def add(self, spans: Iterable[TraceSpan], offset: int, now: float, timestamp_ms: int | None = None) -> None:
         for item in spans:
             span_id = item.span.span_id
             if span_id in self.span_ids:
@@ -114,6 +115,8 @@ class BufferedTrace(Generic[P]):
                 self.root_seen = True
         self.records.add(offset)
         self.last_seen = now
+        if timestamp_ms is not None and (self.first_ms is None or timestamp_ms < self.first_ms):
+            self.first_ms = timestamp_ms
 
     def decoded(self) -> list[TraceSpan]:
         """Its spans, decoded (to assemble it)."""
@@ -171,8 +174,11 @@ class TraceBuffer(Generic[P]):
     def __len__(self) -> int:
         return len(self._traces)
 
-    def add(self, partition: P, offset: int, trace_id: bytes, spans: list[TraceSpan]) -> Literal["buffered", "late"]:
-        """Buffer a record's spans of one trace; ``late`` when the trace was already scored."""
+    def add(
+        self, partition: P, offset: int, trace_id: bytes, spans: list[TraceSpan], timestamp_ms: int | None = None
+    ) -> Literal["buffered", "late"]:
+        """Buffer a record's spans of one trace (``timestamp_ms``: the record's); ``late`` when the trace was
+        already scored."""
         key = (partition, trace_id)
         if key in self._scored:
             return "late"
@@ -184,7 +190,7 @@ class TraceBuffer(Generic[P]):
                 del self._cut[key]
                 trace.cut_short = True
         before = trace.bytes
-        trace.add(spans, offset, now)
+        trace.add(spans, offset, now, timestamp_ms)
         self.bytes += trace.bytes - before
         self._by_activity[key] = None
         self._by_activity.move_to_end(key)
@@ -221,6 +227,15 @@ class TraceBuffer(Generic[P]):
         for trace, _ in taken:
             self._take(trace)
         return taken
+
+    def oldest_record_ms(self, look: int = 16) -> int | None:
+        """About the oldest record timestamp of the buffered traces: the least of the ``look`` traces that arrived
+        first (records of a partition are stamped in order; across partitions nearly so)."""
+        oldest: int | None = None
+        for _, trace in zip(range(look), self._traces.values(), strict=False):
+            if trace.first_ms is not None and (oldest is None or trace.first_ms < oldest):
+                oldest = trace.first_ms
+        return oldest
 
     def next_due_in(self) -> float | None:
         """Seconds until the next trace with a flagged root, or any trace at ``max_wait_s``, becomes ready

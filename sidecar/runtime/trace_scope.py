@@ -8,8 +8,10 @@ still buffered at a stop are left uncommitted: the next owner of their partition
 bounded source is exhausted (a backfill's window read to its end), no span will come to a buffered trace:
 ``score_the_rest`` scores each as it is (``window_end``), before the final checkpoint.
 
-This is the stage where a session scope sits next: a stage takes spans from records, holds their records
-through the ledger, knows when its own unit (a trace, a conversation) is ready, and starts runs.
+Conversations (``scope: session``) start here too: a ready trace's turns are handed to stage 1
+(``runtime.sessions.turns``), whose publishing to the internal topic is one more part of the trace's claim, so
+the trace's records are committed only once its turns are acknowledged. With session scorers every trace is
+buffered (their sampling is by conversation id, which only the trace's spans tell).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from aiokafka import TopicPartition
 
 from sidecar.conventions.selection import Selection, classify, sample_score
+from sidecar.conventions.session_turns import TurnSummary
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, trace_runs
 from sidecar.core import ScorerRunRequest
@@ -35,6 +38,7 @@ from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.ledger import Claim, RecordLedger
 from sidecar.runtime.pacing import INGEST_SLICE_S
+from sidecar.runtime.sessions.turns import TurnPublishing
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
 
 __all__ = ["TraceScope"]
@@ -62,8 +66,10 @@ class TraceScope:
         max_in_flight_runs: int,
         dead_letter_topic: str,
         span_attributes: frozenset[str] = frozenset(),
+        turns: TurnPublishing | None = None,
     ) -> None:
         self._scorers = tuple(scorers)
+        self._turns = turns
         self._limits = limits
         self.buffer: TraceBuffer[TopicPartition] = limits.buffer()
         self._ledger = ledger
@@ -75,6 +81,7 @@ class TraceScope:
         self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
+        self._publishing: dict[int, int] = {}  # turns being handed to their topic: their trace's oldest record (ms)
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
         capacity.bound(self.full)
 
@@ -82,15 +89,18 @@ class TraceScope:
         return self._limits.full(self.buffer)
 
     # -- spans in ------------------------------------------------------------------------------------------
-    def join(self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]]) -> int:
-        """Buffer a record's spans by trace; returns how many buffered traces the record now waits for."""
+    def join(
+        self, tp: TopicPartition, offset: int, traces: Mapping[bytes, list[TraceSpan]], timestamp_ms: int | None = None
+    ) -> int:
+        """Buffer a record's spans by trace (``timestamp_ms``: the record's); returns how many buffered traces the
+        record now waits for."""
         buffer = self.buffer
         joined = late = 0
         for trace_id, spans in traces.items():
             if not self._wanted(trace_id):
                 self._count_unwanted(spans)
                 continue
-            if buffer.add(tp, offset, trace_id, spans) == "late":
+            if buffer.add(tp, offset, trace_id, spans, timestamp_ms) == "late":
                 late += len(spans)
             else:
                 joined += 1
@@ -103,7 +113,10 @@ class TraceScope:
         return joined
 
     def _wanted(self, trace_id: bytes) -> bool:
-        # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all.
+        # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all (unless it
+        # may be a conversation's turn).
+        if self._turns is not None:
+            return True
         for configured in self._scorers:
             rate = configured.selection.sample_rate
             if rate >= 1.0 or (rate > 0.0 and sample_score(trace_id) < rate):
@@ -206,10 +219,10 @@ class TraceScope:
         self._observer.trace_ready(reason, time.monotonic() - trace.first_seen)
         if reason != "root_idle":
             log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, len(trace.spans))
-        runs, rejects = self._assemble(trace, reason)
-        if not runs:
+        runs, rejects, turns = self._assemble(trace, reason)
+        if not runs and not turns:
             self.buffer.forget(trace)  # no agent span here yet: spans after this start the trace anew
-        parts = len(runs) + (1 if rejects else 0)
+        parts = len(runs) + (1 if rejects else 0) + (1 if turns else 0)
         if parts == 0:
             self._release_records(trace)
             return
@@ -223,13 +236,20 @@ class TraceScope:
         if rejects:
             task = self._dispatcher.spawn(self._set_aside(trace, rejects), claim)
             task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
+        if turns:
+            assert self._turns is not None
+            task = self._dispatcher.spawn(self._turns.publish(turns), claim)
+            if trace.first_ms is not None:
+                self._publishing[id(task)] = trace.first_ms
+            task.add_done_callback(lambda t: self._publishing.pop(id(t), None))
+            task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
         for configured, request in runs:
             self._dispatcher.start(configured, request, claim)
         self._capacity.update()
 
     def _assemble(
         self, trace: BufferedTrace[TopicPartition], reason: ReadyReason
-    ) -> tuple[list[tuple[ConfiguredScorer, ScorerRunRequest]], list[SpanReject]]:
+    ) -> tuple[list[tuple[ConfiguredScorer, ScorerRunRequest]], list[SpanReject], list[TurnSummary]]:
         runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = []
         rejects: dict[tuple[str, str], SpanReject] = {}
         skipped: dict[str, int] = {}
@@ -259,10 +279,24 @@ class TraceScope:
                 self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", result.skipped.sampled_out)
             for skip in ("internal", "no_content"):
                 skipped[skip] = max(skipped.get(skip, 0), getattr(result.skipped, skip))
+        turns: list[TurnSummary] = []
+        if self._turns is not None:
+            selection = self._turns.selection
+            result = assembled.get(selection)
+            if result is None:
+                result = trace_runs(
+                    spans if spans is not None else (spans := trace.decoded()),
+                    selection,
+                    ready_reason=reason,
+                    complete=complete,
+                )
+            for reject in result.rejects:
+                rejects.setdefault((reject.span_id, reject.reason), reject)
+            turns = self._turns.turns(spans if spans is not None else trace.decoded(), result.runs, complete=complete)
         for skip, n in skipped.items():
             if n:
                 self._observer.spans_skipped(skip, n)  # type: ignore[arg-type]
-        return runs, list(rejects.values())
+        return runs, list(rejects.values()), turns
 
     async def _set_aside(self, trace: BufferedTrace[TopicPartition], rejects: list[SpanReject]) -> None:
         """Dead letters for the agent spans of a ready trace that cannot become runs: each carries the span alone
@@ -304,6 +338,12 @@ class TraceScope:
     def _release_records(self, trace: BufferedTrace[TopicPartition]) -> None:
         for offset in trace.records:
             self._ledger.release(trace.partition, offset)
+
+    def oldest_pending_ms(self) -> int | None:
+        """About the oldest record timestamp whose spans may still make a turn not yet handed to its topic: of the
+        traces buffered, and of the turns being published (None: none)."""
+        pending = [ms for ms in (self.buffer.oldest_record_ms(), *self._publishing.values()) if ms is not None]
+        return min(pending, default=None)
 
     # -- partitions ----------------------------------------------------------------------------------------
     def drop_partitions(self, lost: set[TopicPartition]) -> None:

@@ -15,7 +15,8 @@ Rules:
 - Secrets (judge ``api_key``, ``kafka.security.sasl_password``, ``exporters.otlp.headers`` values) are
   ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
 
-Layout: one module per block of the file (``kafka``, ``judges``, ``scorers``, ``runtime``, ``exporters``), ``root``
+Layout: one module per block of the file (``kafka``, ``judges``, ``scorers``, ``runtime``, ``sessions``,
+``exporters``), ``root``
 (the whole file and its cross-block rules), ``base`` (what the blocks share), ``loading`` (YAML with lines, ``${ENV}``,
 pydantic errors mapped to paths, lines and key suggestions), ``errors`` (what both report).
 """
@@ -33,7 +34,8 @@ from sidecar.settings.kafka import KafkaSecuritySettings, KafkaSettings
 from sidecar.settings.loading import expand_env, load_eval_settings, load_settings, load_settings_as_written
 from sidecar.settings.root import EvalSettings, Settings
 from sidecar.settings.runtime import RuntimeSettings, TraceBufferSettings
-from sidecar.settings.scorers import ScorerSettings, ScorerTargets, parse_python_kind
+from sidecar.settings.scorers import ScorerSettings, ScorerTargets, parse_python_kind, scope_refusal
+from sidecar.settings.sessions import SessionCapsSettings, SessionsSettings
 
 __all__ = [
     "CircuitBreakerSettings",
@@ -49,6 +51,8 @@ __all__ = [
     "RuntimeSettings",
     "ScorerSettings",
     "ScorerTargets",
+    "SessionCapsSettings",
+    "SessionsSettings",
     "Settings",
     "SettingsError",
     "SettingsProblem",
@@ -58,4 +62,5 @@ __all__ = [
     "load_settings",
     "load_settings_as_written",
     "parse_python_kind",
+    "scope_refusal",
 ]

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
@@ -226,7 +225,7 @@ _PLACEHOLDER_KIND = ""  # no registered kind: an invalid scorer stands in as one
 def _valid_blocks(data: Mapping[str, Any], model: type[EvalSettings]) -> dict[str, Any]:
     """The blocks of ``data`` that validate on their own. Scorers and judges are taken item by item, an
     invalid one kept as a placeholder so that the others keep their index (problems name ``scorers[3]``) and a
-    judge's name stays declared; a block that does not validate is left out."""
+    judge's name stays declared; a block that does not validate stands as invalid (rules reading it are skipped)."""
     parts: dict[str, Any] = {}
     for name, field in model.model_fields.items():
         raw = data.get(name)
@@ -250,9 +249,22 @@ def _valid_blocks(data: Mapping[str, Any], model: type[EvalSettings]) -> dict[st
         elif raw is None and not field.is_required():
             parts[name] = field.get_default(call_default_factory=True)
         elif raw is not None and field.annotation is not None:
-            with contextlib.suppress(ValidationError):  # an invalid block is left out
+            try:
                 parts[name] = TypeAdapter(field.annotation).validate_python(raw)
+            except ValidationError:
+                parts[name] = _INVALID  # written, but invalid: not "absent" to a rule that reads it
     return parts
+
+
+class _InvalidBlock:
+    """A block written but invalid: a rule reading it fails with AttributeError and is skipped, instead of taking
+    the block for absent (its own problems are reported)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+_INVALID = _InvalidBlock()
 
 
 def _cross_block_problems(doc: _Document, model: type[EvalSettings]) -> Iterator[SettingsProblem]:

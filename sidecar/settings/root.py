@@ -24,6 +24,7 @@ from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.kafka import KafkaSettings
 from sidecar.settings.runtime import RuntimeSettings
 from sidecar.settings.scorers import ScorerSettings
+from sidecar.settings.sessions import SessionsSettings
 
 __all__ = ["EvalSettings", "Settings"]
 
@@ -53,6 +54,8 @@ class EvalSettings(_Frozen):
     scorers: tuple[ScorerSettings, ...]
     runtime: RuntimeSettings = RuntimeSettings()
     exporters: ExportersSettings = ExportersSettings()
+    # Conversations (scope: session); required by a live service with a session scorer.
+    sessions: SessionsSettings | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
@@ -115,6 +118,7 @@ class Settings(EvalSettings):
         problems: list[InitErrorDetails] = []
         for i, scorer in enumerate(self.scorers):
             problems.extend(scorer.live_problems(("scorers", i)))
+        problems.extend(self._session_problems())
         view = SettingsView(
             scorer_ids=tuple(scorer.id for scorer in self.scorers),
             input_topics=tuple(self.kafka.topics),
@@ -125,3 +129,22 @@ class Settings(EvalSettings):
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
+
+    def _session_problems(self) -> list[InitErrorDetails]:
+        sessions = self.sessions
+        if sessions is None:
+            return [
+                _problem(
+                    ("scorers", i, "targets", "scope"),
+                    "scope: session needs the sessions block (its internal topic, idle_s and bounds; docs/sessions.md)",
+                )
+                for i, scorer in enumerate(self.scorers)
+                if scorer.targets.scope == "session"
+            ]
+        taken = {*self.kafka.topics, self.kafka.dead_letter_topic}
+        scores = self.exporters.kafka_scores
+        if scores.enabled:
+            taken.add(scores.topic)
+        if sessions.topic in taken:
+            return [_problem(("sessions", "topic"), "must differ from the input, dead-letter and score topics")]
+        return []

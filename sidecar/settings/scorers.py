@@ -24,7 +24,7 @@ from sidecar.scorers.registry import ScorerKind, scorer_kinds
 from sidecar.settings.base import _Frozen, _non_empty
 from sidecar.settings.errors import _message, _problem
 
-__all__ = ["ScorerSettings", "ScorerTargets", "parse_python_kind"]
+__all__ = ["ScorerSettings", "ScorerTargets", "parse_python_kind", "scope_refusal"]
 
 
 _PYTHON_KIND = re.compile(r"^python:\s*(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)$")
@@ -34,6 +34,23 @@ def parse_python_kind(kind: str) -> tuple[str, str] | None:
     """``python: package.module:factory`` → (module, factory); None for any other kind."""
     match = _PYTHON_KIND.match(kind.strip())
     return (match["module"], match["factory"]) if match else None
+
+
+def scope_refusal(kind: str, scopes: frozenset[Scope], scope: Scope) -> str:
+    """Why a kind cannot score at ``scope`` (its ``scopes`` do not hold it), and what to write instead."""
+    listed = ", ".join(s for s in SCOPES if s in scopes)
+    if scope == "session" and "session" not in scopes:
+        # Mastra's single-turn extractors read the first user and assistant message of a run: over a whole
+        # conversation such a kind would score turn 1 and call it the conversation's score.
+        whole = sorted(name for name, k in scorer_kinds().items() if "session" in k.scopes)
+        return (
+            f"kind {kind!r} scores one agent run, one request and its answer (its scopes: {listed}): at scope "
+            "session it would read the conversation's first turn only; use a kind that reads whole conversations "
+            f"({', '.join(whole)}), or scope: trace to score every turn on its own"
+        )
+    if scopes == {"session"}:
+        return f"kind {kind!r} reads whole conversations: it scores at scope session only (set targets.scope: session)"
+    return f"kind {kind!r} does not score at scope {scope!r} (its scopes: {listed})"
 
 
 class ScorerTargets(_Frozen):
@@ -46,7 +63,8 @@ class ScorerTargets(_Frozen):
     max_input_bytes: int = Field(default=256 * 1024, gt=0)
     # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
     # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
-    # done (runtime.trace_buffer says when).
+    # done (runtime.trace_buffer says when). session: the turns of a conversation (each a whole-trace run),
+    # together once no turn came for sessions.idle_s (the sessions block says where and how).
     scope: Scope = "span"
 
     @field_validator("kinds", mode="before")
@@ -58,16 +76,14 @@ class ScorerTargets(_Frozen):
 
     @model_validator(mode="after")
     def _trace_scope_scores_agents(self) -> ScorerTargets:
-        if self.scope == "trace" and self.kinds != ("agent",):
+        if self.scope != "span" and self.kinds != ("agent",):
+            what = (
+                "assembles agent runs (an agent span with its LLM calls, tools and retrievals)"
+                if self.scope == "trace"
+                else "scores conversations of agent turns (each turn an agent span with its subtree)"
+            )
             raise ValidationError.from_exception_data(
-                type(self).__name__,
-                [
-                    _problem(
-                        ("kinds",),
-                        "scope: trace assembles agent runs (an agent span with its LLM calls, tools and "
-                        "retrievals): kinds must be [agent]",
-                    )
-                ],
+                type(self).__name__, [_problem(("kinds",), f"scope: {self.scope} {what}: kinds must be [agent]")]
             )
         return self
 
@@ -85,7 +101,8 @@ class ScorerSettings(_Frozen):
     kind: str  # a registered kind (`scoring-sidecar kinds`) or "python: package.module:factory"
     judge: str | None = None  # a key of `judges`; required for LLM kinds
     options: dict[str, Any] = Field(default_factory=dict)  # passed to the scorer factory
-    sampling: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of traces scored (deterministic per trace)
+    # Fraction of traces scored, deterministic per trace id (scope: session: of conversations, per conversation id).
+    sampling: float = Field(default=1.0, ge=0.0, le=1.0)
     targets: ScorerTargets = ScorerTargets()
     scale: float = Field(default=1.0, gt=0)  # the score's maximum, to normalise metrics to [0, 1]
 
@@ -139,7 +156,8 @@ class ScorerSettings(_Frozen):
         scopes = kind.facts_given(self.options).scopes
         if self.targets.scope not in scopes:
             raise ValidationError.from_exception_data(
-                type(self).__name__, [_problem(("targets", "scope"), _scope_refused(kind, scopes, self.targets.scope))]
+                type(self).__name__,
+                [_problem(("targets", "scope"), scope_refusal(kind.name, scopes, self.targets.scope))],
             )
         return self
 
@@ -176,22 +194,6 @@ class ScorerSettings(_Frozen):
             sample_rate=self.sampling,
             max_input_bytes=self.targets.max_input_bytes,
         )
-
-
-def _scope_refused(kind: ScorerKind[Any], scopes: frozenset[Scope], scope: Scope) -> str:
-    """Why ``kind`` cannot score at ``scope``, and what to write instead."""
-    listed = ", ".join(s for s in SCOPES if s in scopes)
-    if scope == "session" and not scopes & {"session"}:
-        # Mastra's single-turn extractors read the first user and assistant message of a run: over a whole
-        # conversation such a kind would score turn 1 and call it the conversation's score.
-        whole = sorted(name for name, k in scorer_kinds().items() if "session" in k.scopes)
-        return (
-            f"kind {kind.name!r} scores one request and its answer: at scope session it would read the first turn "
-            f"only (its scopes: {listed}; kinds for whole conversations: {', '.join(whole)})"
-        )
-    if scopes == {"session"}:
-        return f"kind {kind.name!r} scores whole conversations: set targets.scope: session (docs/sessions.md)"
-    return f"kind {kind.name!r} does not score at scope {scope!r} (its scopes: {listed})"
 
 
 def _option_problem(kind: ScorerKind[Any], err: Mapping[str, Any]) -> InitErrorDetails:

@@ -30,6 +30,7 @@ __all__ = [
     "openinference_agent_with_llm_child",
     "produce_records",
     "semconv_1_26_events_trace",
+    "split_spans",
     "unfinished_root_trace",
 ]
 
@@ -50,7 +51,7 @@ class SplitTrace:
         return self.trace_id.encode()
 
 
-def _split(spans: Sequence[ReadableSpan], groups: Sequence[Sequence[str]], agent: str) -> SplitTrace:
+def split_spans(spans: Sequence[ReadableSpan], groups: Sequence[Sequence[str]], agent: str) -> SplitTrace:
     by_name = {s.name: s for s in spans}
     assert sorted(by_name) == sorted(name for group in groups for name in group), sorted(by_name)
     agent_context = by_name[agent].get_span_context()
@@ -101,7 +102,7 @@ def openinference_agent_with_llm_child(question: str = "Where is my parcel 4411?
                 pass
 
     spans = record_spans(build, service_name="support-api")
-    return _split(spans, [["retrieve", "llm"], ["support agent", "POST /support"]], "support agent")
+    return split_spans(spans, [["retrieve", "llm"], ["support agent", "POST /support"]], "support agent")
 
 
 def _genai_messages(role: str, text: str) -> str:
@@ -160,7 +161,7 @@ def genai_agent_with_three_tools() -> SplitTrace:
         [f"execute_tool {TOOLS[2]}", "chat answer"],
         ["invoke_agent travel", "POST /trips"],
     ]
-    return _split(spans, groups, "invoke_agent travel")
+    return split_spans(spans, groups, "invoke_agent travel")
 
 
 def _agent_over_llm_with_events(
@@ -182,7 +183,7 @@ def _agent_over_llm_with_events(
                 llm.add_event(name, attributes)
 
     spans = record_spans(build, service_name=service)
-    return _split(spans, [["chat gpt-4o"], [f"invoke_agent {agent}"]], f"invoke_agent {agent}")
+    return split_spans(spans, [["chat gpt-4o"], [f"invoke_agent {agent}"]], f"invoke_agent {agent}")
 
 
 def azure_events_trace() -> SplitTrace:
@@ -241,7 +242,7 @@ def unfinished_root_trace() -> tuple[SplitTrace, bytes]:
 
     spans = record_spans(build, service_name="research-api")
     by_name = {s.name: s for s in spans}
-    split = _split([by_name["invoke_agent researcher"]], [["invoke_agent researcher"]], "invoke_agent researcher")
+    split = split_spans([by_name["invoke_agent researcher"]], [["invoke_agent researcher"]], "invoke_agent researcher")
     return split, otlp_proto([by_name["POST /long-job"]])
 
 
