@@ -15,6 +15,15 @@ as ``key=value`` pairs):
   agent spans, texts, Dice, JSON; no models, metrics or produce): ``floor_ratio``, the most any Python
   implementation of the same work could reach here in one process (its CPU per record is many times the
   raw consumer's, so the re-read hardly matters to it).
+* ``sampling`` — sampling decided from the record key (``kafka.key_sampling``): the records are keyed by
+  their trace id as the Collector's ``partition_traces_by_id`` keys them, and one process of the sidecar
+  (content similarity, kafka_scores + prometheus) drains a fresh topic of the same traffic in three ways:
+  ``full`` (``sampling: 1``), ``decode`` (``sampling: --sample-rate``, ``key_sampling: false``: every record
+  decoded, the sampled-out ones dropped after) and ``key`` (the same rate, ``key_sampling: true``: a record
+  whose trace is sampled out is counted and committed undecoded). ``--sampling-rounds`` rounds, the order
+  rotating each round; figures: the mean over rounds of traces/s and of the sidecar's CPU ms per trace,
+  and per round the ratios ``key / decode`` and ``key / full`` (``sampling_key_vs_decode``,
+  ``sampling_key_vs_full``: their mean, with min–max ``_spread``).
 * ``latency`` — the sidecar (content-similarity only) fed at a steady rate (1,000 traces/s for 20 s): every
   record is re-stamped right before sending so its spans end "now"; per score: arrival at a consumer of the
   score topic − the agent span's end time (also − the score record's Kafka timestamp). Scores still missing
@@ -56,9 +65,10 @@ Here: the throughput, latency and rss sections and the command line. What every 
 topics, the sidecar subprocess, its progress): ``bench/e2e_harness.py``; the judge section:
 ``bench/e2e_judge.py``; the trace section: ``bench/e2e_traces.py``.
 
-    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge|trace] [--traces 20000] [--rate 1000]
+    .venv/bin/python bench/e2e.py [--only throughput|sampling|latency|rss|judge|trace] [--traces 20000] [--rate 1000]
         [--duration-s 20] [--backlog 250000] [--rss-timeout-s S] [--judge-records 12000]
-        [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR]
+        [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR] [--sampling-traces 60000]
+        [--sample-rate 0.1] [--sampling-rounds 2]
 """
 
 from __future__ import annotations
@@ -185,6 +195,66 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
     figures["raw_traces_per_s"] = round(raw, 1)
     ratio = figures.get("ratio", figures["ratio_prometheus_only"])
     print(f"throughput: ratio {ratio:.3f} (goal ≥ 0.5): {'OK' if ratio >= 0.5 else 'MISSED'}")
+    return figures
+
+
+# --- sampling ------------------------------------------------------------------------------------------
+
+
+async def section_sampling(args: argparse.Namespace, bootstrap: str, pool: list[Template], work: Path) -> dict:
+    rate = args.sample_rate
+    variants: dict[str, dict[str, Any]] = {
+        "full": {"sampling": 1.0, "key_sampling": True},
+        "decode": {"sampling": rate, "key_sampling": False},
+        "key": {"sampling": rate, "key_sampling": True},
+    }
+    names = list(variants)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    cpu_ms: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(args.sampling_rounds):
+        order = names[round_index % len(names) :] + names[: round_index % len(names)]
+        for name in order:
+            variant = variants[name]
+            topics = await new_topics(bootstrap, "sampling")
+            await produce_backlog(bootstrap, topics[0], pool, args.sampling_traces)
+            group = f"group-{name}"
+            sidecar = make_sidecar(
+                bootstrap,
+                topics,
+                work / f"sampling-{name}-{round_index}",
+                group=group,
+                scorers=[{"id": "similarity", "kind": "content-similarity", "sampling": variant["sampling"]}],
+                kafka={"key_sampling": variant["key_sampling"]},
+            )
+            sidecar.start()
+            try:
+                async with Committed(bootstrap, f"{topics[0]}-{group}", topics[0]) as committed:
+                    await sidecar.wait_ready(60)
+                    result = await drain(sidecar, committed, args.sampling_traces, args.timeout_s)
+            finally:
+                stop_sidecar(sidecar)
+            rates[name].append(result["rate"])
+            cpu_ms[name].append(1000 * result["cpu_s"] / args.sampling_traces)
+            print(
+                f"sampling: round {round_index + 1}, {name} (sampling {variant['sampling']:g}, key_sampling "
+                f"{str(variant['key_sampling']).lower()}): {result['rate']:.0f} traces/s, "
+                f"{cpu_ms[name][-1]:.3f} ms of sidecar CPU per trace"
+            )
+    figures: dict[str, Any] = {"sampling_rate": rate, "sampling_rounds": args.sampling_rounds}
+    for name in names:
+        figures[f"sampling_{name}_traces_per_s"] = round(statistics.fmean(rates[name]), 1)
+        figures[f"sampling_{name}_cpu_ms_per_trace"] = round(statistics.fmean(cpu_ms[name]), 4)
+    for other in ("decode", "full"):
+        ratios = [k / o for k, o in zip(rates["key"], rates[other], strict=True)]
+        cpu_ratios = [o / k for k, o in zip(cpu_ms["key"], cpu_ms[other], strict=True)]
+        figures[f"sampling_key_vs_{other}"] = round(statistics.fmean(ratios), 2)
+        figures[f"sampling_key_vs_{other}_spread"] = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        figures[f"sampling_key_vs_{other}_cpu"] = round(statistics.fmean(cpu_ratios), 2)
+    print(
+        f"sampling: at {rate:g}, sampling from the key: x{figures['sampling_key_vs_decode']} the rate of decoding "
+        f"every record (x{figures['sampling_key_vs_decode_cpu']} less CPU per trace), "
+        f"x{figures['sampling_key_vs_full']} the rate at sampling 1"
+    )
     return figures
 
 
@@ -317,7 +387,7 @@ async def section_rss(
 
 # --- main -------------------------------------------------------------------------------------------------
 
-SECTIONS = ("throughput", "latency", "rss", "judge", "trace")
+SECTIONS = ("throughput", "sampling", "latency", "rss", "judge", "trace")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -337,6 +407,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 if name == "throughput":
                     figures.update(await section_throughput(args, bootstrap, pool, work))
+                elif name == "sampling":
+                    figures.update(await section_sampling(args, bootstrap, pool, work))
                 elif name == "latency":
                     figures.update(await section_latency(args, bootstrap, pool, work))
                 elif name == "rss":
@@ -358,6 +430,9 @@ def main() -> None:
     parser.add_argument("--only", choices=SECTIONS)
     parser.add_argument("--pool", type=int, default=300, help="distinct generated traces to re-key")
     parser.add_argument("--traces", type=int, default=20_000, help="throughput: records (4 spans each)")
+    parser.add_argument("--sampling-traces", type=int, default=60_000, help="sampling: records (4 spans each)")
+    parser.add_argument("--sample-rate", type=float, default=0.1, help="sampling: the scorer's sampling rate")
+    parser.add_argument("--sampling-rounds", type=int, default=2, help="sampling: rounds of the three variants")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: traces/s")
     parser.add_argument("--duration-s", type=float, default=20.0, help="latency: seconds of traffic")
     parser.add_argument("--latency-grace-s", type=float, default=30.0, help="latency: wait for late scores")
