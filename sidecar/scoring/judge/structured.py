@@ -199,6 +199,12 @@ async def execute_prompt_step(
         finish_reason: str | None = None,
     ) -> StepOutcome:
         usage = _sum_usage(responses)
+        answered = [call for call in calls if call.answered]
+        if len(answered) == 1 and len(responses) == 1 and client.model.litellm_model == model.litellm_model:
+            # One answer: the step's usage is that call's, already priced by the client.
+            estimated_cost = answered[0].estimated_cost_usd
+        else:
+            estimated_cost = estimate_cost_usd(model.litellm_model, usage)
         common: dict[str, Any] = {
             "prompt": prompt,
             "judge_model_id": model.model_name,
@@ -208,7 +214,7 @@ async def execute_prompt_step(
             "duration_ms": int((time.perf_counter() - started) * 1000),
             "step": step,
             "calls": tuple(calls),
-            "estimated_cost_usd": estimate_cost_usd(model.litellm_model, usage),
+            "estimated_cost_usd": estimated_cost,
         }
         if error is None:
             execution: JudgeExecution = JudgeExecutionSuccess(
