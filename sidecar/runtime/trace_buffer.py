@@ -106,8 +106,8 @@ class BufferedTrace(Generic[P]):
             span_id = item.span.span_id
             if span_id in self.span_ids:
                 continue  # a redelivered record, or the Collector's retry: each span once
-            self.span_ids.add(span_id)
             kept = BufferedSpan.of(item)
+            self.span_ids.add(kept.span_id)  # the one copy of the id the span keeps, not a second
             self.spans.append(kept)
             self.bytes += len(kept.data)
             if not self.root_seen and _starts_here(kept):
