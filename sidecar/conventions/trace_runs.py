@@ -76,6 +76,9 @@ class TraceSpan:
     service: str | None
     resource: tuple[tuple[str, ResourceValue], ...] = ()
     offset: int = -1
+    # The encoded record, when it holds spans of this trace alone (the Collector's partition_traces_by_id):
+    # the trace buffer keeps it as it is rather than re-encoding each span.
+    record: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -407,16 +410,21 @@ def trace_runs(
 
 
 def group_by_trace(
-    traces: Any, *, resource_attributes: Collection[str] = (), offset: int = -1
+    traces: Any, *, resource_attributes: Collection[str] = (), offset: int = -1, record: bytes | None = None
 ) -> dict[bytes, list[TraceSpan]]:
     """The spans of a decoded ``TracesData`` / ``ExportTraceServiceRequest`` by trace id, with their service
-    (and the ``resource_attributes`` to keep), from the record at ``offset``."""
-    grouped: dict[bytes, list[TraceSpan]] = {}
+    (and the ``resource_attributes`` to keep), from the record at ``offset``. ``record``: the encoded record,
+    which each span carries (``TraceSpan.record``) when the record holds one trace."""
+    grouped: dict[bytes, list[tuple[Span, str | None, tuple[tuple[str, ResourceValue], ...]]]] = {}
     for resource_spans in traces.resource_spans:
         attributes = resource_spans.resource.attributes
         service = service_name_of(attributes)
         resource = kept_resource(attributes, resource_attributes) if resource_attributes else ()
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                grouped.setdefault(span.trace_id, []).append(TraceSpan(span, service, resource, offset))
-    return grouped
+                grouped.setdefault(span.trace_id, []).append((span, service, resource))
+    whole = record if len(grouped) == 1 else None
+    return {
+        trace_id: [TraceSpan(span, service, resource, offset, whole) for span, service, resource in spans]
+        for trace_id, spans in grouped.items()
+    }
