@@ -14,7 +14,9 @@ as ``key=value`` pairs):
   more by the same raw consumer running ``bench/python_floor.py``'s bare scoring on every record (parse,
   agent spans, texts, Dice, JSON; no models, metrics or produce): ``floor_ratio``, the most any Python
   implementation of the same work could reach here in one process (its CPU per record is many times the
-  raw consumer's, so the re-read hardly matters to it).
+  raw consumer's, so the re-read hardly matters to it). Against it: ``vs_floor`` (the sidecar's traces/s /
+  the floor's) and ``cpu_vs_floor`` (the floor's CPU per trace, this process / the sidecar's, all its
+  processes: less sensitive to other load on the host), each per variant; goal for one process ≥ 0.5.
 * ``sampling`` — sampling decided from the record key (``kafka.key_sampling``): the records are keyed by
   their trace id as the Collector's ``partition_traces_by_id`` keys them, and one process of the sidecar
   (content similarity, kafka_scores + prometheus) drains a fresh topic of the same traffic in three ways:
@@ -44,6 +46,9 @@ as ``key=value`` pairs):
   judge scorer (``python: bench.e2e_scorers:judge_factory``; judge max_concurrency 256)
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
+  CPU in the same windows, per judge call counted at the server: ``judge_sidecar_cpu_ms_per_run`` (the
+  sidecar, all its processes: the record, the run, the call, the export) and ``raw_client_cpu_ms_per_call``
+  (this process, driving the raw client).
 
 Workers: ``throughput`` and ``judge`` measure the sidecar twice, as deployed on this machine
 (``runtime.workers`` = ``--workers``, default the number of cores, at most one per partition; the judge's
@@ -120,7 +125,8 @@ from sidecar.embedded.broker import EmbeddedBroker  # noqa: E402
 
 async def raw_consume(
     bootstrap: str, topic: str, expect: int, work: Callable[[bytes], object] = ExportTraceServiceRequest.FromString
-) -> float:
+) -> tuple[float, float]:
+    """Records/s and this process's CPU seconds per record, both from the first batch to the last record."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         fetch_max_wait_ms=50,
@@ -138,9 +144,10 @@ async def raw_consume(
                     work(record.value)
                 count += len(records)
             if first is None and count:
-                first = (time.perf_counter(), count)
+                first = (time.perf_counter(), count, time.process_time())
         assert first is not None
-        return (count - first[1]) / (time.perf_counter() - first[0])
+        done = count - first[1]
+        return done / (time.perf_counter() - first[0]), (time.process_time() - first[2]) / done
     finally:
         await consumer.stop()
 
@@ -149,14 +156,18 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
     topics = await new_topics(bootstrap, "throughput")
     produced = await produce_backlog(bootstrap, topics[0], pool, args.traces)
     print(f"throughput: produced {args.traces} traces ({args.traces * 4} spans) at {produced:.0f}/s")
-    raw = await raw_consume(bootstrap, topics[0], args.traces)
-    print(f"throughput: raw aiokafka consume + FromString: {raw:.0f} traces/s")
-    floor = await raw_consume(bootstrap, topics[0], args.traces, bare_score_records)
+    raw, raw_cpu = await raw_consume(bootstrap, topics[0], args.traces)
+    print(f"throughput: raw aiokafka consume + FromString: {raw:.0f} traces/s, {1000 * raw_cpu:.4f} ms CPU each")
+    floor, floor_cpu = await raw_consume(bootstrap, topics[0], args.traces, bare_score_records)
     print(
         f"throughput: the Python floor (same consume + bench/python_floor.py's bare scoring, no produce): "
-        f"{floor:.0f} traces/s, {floor / raw:.3f} of raw"
+        f"{floor:.0f} traces/s, {floor / raw:.3f} of raw; {1000 * floor_cpu:.4f} ms CPU per trace"
     )
-    figures: dict[str, Any] = {"floor_traces_per_s": round(floor, 1), "floor_ratio": round(floor / raw, 3)}
+    figures: dict[str, Any] = {
+        "floor_traces_per_s": round(floor, 1),
+        "floor_ratio": round(floor / raw, 3),
+        "floor_cpu_ms_per_trace": round(1000 * floor_cpu, 4),
+    }
     # The configured run, then (unless the sink is off already) the same records with prometheus only.
     # The goal figure (no suffix) is the pod as deployed on this machine: --workers processes, score sink on.
     variants: list[tuple[str, bool, str, int]] = []
@@ -184,14 +195,19 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
             stop_sidecar(sidecar)
         ours = result["rate"]
         ratio = ours / raw
+        cpu_ms = 1000 * result["cpu_s"] / args.traces
         print(
-            f"throughput: sidecar (content-similarity, {label}): {ours:.0f} traces/s, ratio {ratio:.3f}; "
-            f"sidecar CPU {result['cpu_s']:.1f} s over {result['wall_s']:.1f} s wall "
-            f"({100 * result['cpu_s'] / result['wall_s']:.0f} % of one core, all its processes)"
+            f"throughput: sidecar (content-similarity, {label}): {ours:.0f} traces/s, ratio {ratio:.3f}, "
+            f"{ours / floor:.3f} of the floor; sidecar CPU {result['cpu_s']:.1f} s over {result['wall_s']:.1f} s wall "
+            f"({100 * result['cpu_s'] / result['wall_s']:.0f} % of one core, all its processes), {cpu_ms:.4f} ms "
+            f"per trace ({1000 * floor_cpu / cpu_ms:.3f} of the floor's CPU per trace)"
         )
         figures[f"traces_per_s{suffix}"] = round(ours, 1)
         figures[f"ratio{suffix}"] = round(ratio, 3)
+        figures[f"vs_floor{suffix}"] = round(ours / floor, 3)
         figures[f"sidecar_cpu_frac{suffix}"] = round(result["cpu_s"] / result["wall_s"], 2)
+        figures[f"cpu_ms_per_trace{suffix}"] = round(cpu_ms, 4)
+        figures[f"cpu_vs_floor{suffix}"] = round(1000 * floor_cpu / cpu_ms, 3)
     figures["raw_traces_per_s"] = round(raw, 1)
     ratio = figures.get("ratio", figures["ratio_prometheus_only"])
     print(f"throughput: ratio {ratio:.3f} (goal ≥ 0.5): {'OK' if ratio >= 0.5 else 'MISSED'}")
