@@ -11,6 +11,9 @@ drives it with three clients in the same run:
 * ``service`` — the same prompt step as the sidecar runs it: the scorer bound to a judge client built as the
   service builds it (``sidecar.app.assembly``: a ``JudgeGate`` with the concurrency as its limit, the
   Prometheus metrics as the call observer) and given the run id (the service passes the score id);
+* ``instant`` — the prompt step alone, sequentially, with a transport that answers at once from a reply
+  held in memory (parsed as the fast path parses one): the CPU of the scorer and judge client without
+  aiohttp or concurrency, in microseconds per step (the best of three passes; ``instant_us_per_step``);
 * ``litellm`` — plain ``litellm.acompletion``, in a child process of its own (imported before timing
   starts): its import leaves a heap that every full collection rescans and it finishes per-call logging
   in background threads, which in this process would be charged to the other two clients.
@@ -54,6 +57,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import aiohttp
+import pydantic_core
 from pydantic import SecretStr
 
 from exporters.prometheus.observer import SidecarMetrics
@@ -63,6 +67,7 @@ from sidecar.runtime.judge_gate import GateConfig, JudgeGate
 from sidecar.scoring import create_scorer
 from sidecar.scoring.judge.client import JudgeClient, close_default_judge_clients
 from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse, parse_provider_cost, parse_usage
 
 MODEL = "openai/gpt-4o-mini"
 API_KEY = "sk-bench"
@@ -236,6 +241,50 @@ def _service_call(url: str, concurrency: int) -> tuple[Call, JudgeClient]:
     return call, client
 
 
+class _InstantTransport:
+    """Answers at once with one reply held in memory, parsed on every call as the fast path parses a body."""
+
+    _REPLY = pydantic_core.to_json(
+        {
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": '{"score": 0.5}'}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35},
+        }
+    )
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        data = pydantic_core.from_json(self._REPLY)
+        choice = data["choices"][0]
+        usage = data.get("usage")
+        return ChatResponse(
+            text=choice["message"]["content"],
+            finish_reason=choice.get("finish_reason"),
+            usage=parse_usage(usage),
+            provider_cost=parse_provider_cost(usage),
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _instant_us_per_step(steps: int) -> float:
+    model = JudgeModel(model=MODEL, api_base="http://127.0.0.1:9/v1", api_key=SecretStr(API_KEY), transport="http")
+    client = JudgeClient(model, _InstantTransport())
+    scorer = (
+        create_scorer(id="bench", judge=model)
+        .generate_score(description="score", create_prompt=lambda ctx: f"{PROMPT} ({ctx.run.output})")
+        .bind(client)
+    )
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        for index in range(steps):
+            await scorer.run(input="what is 2 + 2?", output="4", run_id=f"run-{index}")
+        best = min(best, (time.process_time() - started) * 1e6 / steps)
+    return best
+
+
 def _litellm_call(url: str, acompletion: Any) -> Call:
     async def call() -> None:
         response = await acompletion(
@@ -278,6 +327,7 @@ async def _bench(args: argparse.Namespace, url: str, server_pid: int) -> dict[st
     finally:
         await close_default_judge_clients()
         await service_client.aclose()
+    results["instant"] = Measurement("instant", calls=1, cpu_s=await _instant_us_per_step(args.instant_steps) / 1e3)
     return results
 
 
@@ -328,6 +378,7 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=int, default=None, help="unmeasured calls per client first (default: concurrency, fills pools)"
     )
+    parser.add_argument("--instant-steps", type=int, default=20_000, help="prompt steps over the instant transport")
     parser.add_argument("--litellm-child", metavar="URL@PID", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warmup is None:
@@ -371,6 +422,8 @@ def main() -> None:
     by_round = [o / r for o, r in zip(ours.rounds, raw.rounds, strict=True)]
     service_by_round = [o / r for o, r in zip(service.rounds, raw.rounds, strict=True)]
     verdict = "OK" if cpu_ratio <= GOAL_CPU_RATIO and bound_fraction >= GOAL_BOUND_FRACTION else "MISSED"
+    instant_us = results["instant"].cpu_s * 1e3
+    print(f"the prompt step over an instant transport (no HTTP): {instant_us:.1f} µs of CPU per step")
     print(
         f"CPU per call against raw: ours x{cpu_ratio:.2f} (rounds {min(by_round):.2f}-{max(by_round):.2f}), "
         f"service x{service_ratio:.2f} (rounds {min(service_by_round):.2f}-{max(service_by_round):.2f})"
@@ -382,7 +435,7 @@ def main() -> None:
         f"cpu_ratio={cpu_ratio:.3f} cpu_ratio_median={statistics.median(by_round):.3f} "
         f"cpu_ratio_spread={min(by_round):.2f}-{max(by_round):.2f} service_cpu_ratio={service_ratio:.3f} "
         f"service_cpu_ratio_median={statistics.median(service_by_round):.3f} bound_fraction={bound_fraction:.3f} "
-        f"service_bound_fraction={service.calls_per_s / raw.calls_per_s:.3f} "
+        f"service_bound_fraction={service.calls_per_s / raw.calls_per_s:.3f} instant_us_per_step={instant_us:.1f} "
         f"ours_calls_per_s={ours.calls_per_s:.3f} raw_calls_per_s={raw.calls_per_s:.3f} "
         f"litellm_calls_per_s={lite.calls_per_s:.3f}"
     )
