@@ -115,8 +115,8 @@ class BufferedTrace(Generic[P]):
     partition: P
     first_seen: float
     last_seen: float
-    spans: list[BufferedSpan] = field(default_factory=list)  # kept one by one
-    whole: list[BufferedRecord] = field(default_factory=list)  # records kept as they came
+    # In arrival order: spans kept one by one, and records kept as they came.
+    parts: list[BufferedSpan | BufferedRecord] = field(default_factory=list)
     records: set[int] = field(default_factory=set)  # offsets (on ``partition``) that brought its spans
     # Every span's parent by span id: each span counts once, and the orphans say where a trace starts.
     parents: dict[bytes, bytes] = field(default_factory=dict)
@@ -132,13 +132,23 @@ class BufferedTrace(Generic[P]):
     def span_count(self) -> int:
         return len(self.parents)
 
+    @property
+    def spans(self) -> list[BufferedSpan]:
+        """The spans kept one by one (not those of records kept whole)."""
+        return [part for part in self.parts if isinstance(part, BufferedSpan)]
+
+    @property
+    def whole(self) -> list[BufferedRecord]:
+        """The records kept as they came."""
+        return [part for part in self.parts if isinstance(part, BufferedRecord)]
+
     def add(self, spans: Sequence[TraceSpan], offset: int, now: float) -> None:
         record = spans[0].record if spans else None
         links = _links_if_whole(spans, self.parents) if record is not None else None
         if links is not None:
             assert record is not None
             first = spans[0]
-            self.whole.append(BufferedRecord(record, offset, first.service, first.resource))
+            self.parts.append(BufferedRecord(record, offset, first.service, first.resource))
             self.bytes += len(record)
             for span_id, parent, flags in links:
                 self._link(span_id, parent, flags)
@@ -147,7 +157,7 @@ class BufferedTrace(Generic[P]):
                 if item.span.span_id in self.parents:
                     continue  # a redelivered record, or the Collector's retry: each span once
                 kept = BufferedSpan.of(item)
-                self.spans.append(kept)
+                self.parts.append(kept)
                 self.bytes += len(kept.data)
                 self._link(kept.span_id, kept.parent_span_id, kept.flags)
         self.records.add(offset)
@@ -163,9 +173,13 @@ class BufferedTrace(Generic[P]):
             self.root_seen = True
 
     def decoded(self) -> list[TraceSpan]:
-        """Its spans, decoded (to assemble it)."""
-        spans = [span for record in self.whole for span in record.decode()]
-        spans.extend(item.decode() for item in self.spans)
+        """Its spans, decoded (to assemble it), in the order they arrived."""
+        spans: list[TraceSpan] = []
+        for part in self.parts:
+            if isinstance(part, BufferedSpan):
+                spans.append(part.decode())
+            else:
+                spans.extend(part.decode())
         return spans
 
     def root_arrived(self) -> bool:
