@@ -14,7 +14,18 @@ as ``key=value`` pairs):
   more by the same raw consumer running ``bench/python_floor.py``'s bare scoring on every record (parse,
   agent spans, texts, Dice, JSON; no models, metrics or produce): ``floor_ratio``, the most any Python
   implementation of the same work could reach here in one process (its CPU per record is many times the
-  raw consumer's, so the re-read hardly matters to it).
+  raw consumer's, so the re-read hardly matters to it). Against it: ``vs_floor`` (the sidecar's traces/s /
+  the floor's) and ``cpu_vs_floor`` (the floor's CPU per trace, this process / the sidecar's, all its
+  processes: less sensitive to other load on the host), each per variant; goal for one process ≥ 0.5.
+* ``sampling`` — sampling decided from the record key (``kafka.key_sampling``): the records are keyed by
+  their trace id as the Collector's ``partition_traces_by_id`` keys them, and one process of the sidecar
+  (content similarity, kafka_scores + prometheus) drains a fresh topic of the same traffic in three ways:
+  ``full`` (``sampling: 1``), ``decode`` (``sampling: --sample-rate``, ``key_sampling: false``: every record
+  decoded, the sampled-out ones dropped after) and ``key`` (the same rate, ``key_sampling: true``: a record
+  whose trace is sampled out is counted and committed undecoded). ``--sampling-rounds`` rounds, the order
+  rotating each round; figures: the mean over rounds of traces/s and of the sidecar's CPU ms per trace,
+  and per round the ratios ``key / decode`` and ``key / full`` (``sampling_key_vs_decode``,
+  ``sampling_key_vs_full``: their mean, with min–max ``_spread``).
 * ``latency`` — the sidecar (content-similarity only) fed at a steady rate (1,000 traces/s for 20 s): every
   record is re-stamped right before sending so its spans end "now"; per score: arrival at a consumer of the
   score topic − the agent span's end time (also − the score record's Kafka timestamp). Scores still missing
@@ -35,6 +46,9 @@ as ``key=value`` pairs):
   judge scorer (``python: bench.e2e_scorers:judge_factory``; judge max_concurrency 256)
   draining a backlog. Both rates are judge calls/s counted at the server between 10 % and 90 % of the
   calls (or up to the last call, if calls stop earlier). Goal: ``bound_fraction`` = ours / raw ≥ 0.9.
+  CPU in the same windows, per judge call counted at the server: ``judge_sidecar_cpu_ms_per_run`` (the
+  sidecar, all its processes: the record, the run, the call, the export) and ``raw_client_cpu_ms_per_call``
+  (this process, driving the raw client).
 
 Workers: ``throughput`` and ``judge`` measure the sidecar twice, as deployed on this machine
 (``runtime.workers`` = ``--workers``, default the number of cores, at most one per partition; the judge's
@@ -56,9 +70,10 @@ Here: the throughput, latency and rss sections and the command line. What every 
 topics, the sidecar subprocess, its progress): ``bench/e2e_harness.py``; the judge section:
 ``bench/e2e_judge.py``; the trace section: ``bench/e2e_traces.py``.
 
-    .venv/bin/python bench/e2e.py [--only throughput|latency|rss|judge|trace] [--traces 20000] [--rate 1000]
+    .venv/bin/python bench/e2e.py [--only throughput|sampling|latency|rss|judge|trace] [--traces 20000] [--rate 1000]
         [--duration-s 20] [--backlog 250000] [--rss-timeout-s S] [--judge-records 12000]
-        [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR]
+        [--judge-calls 6000] [--workers N] [--no-kafka-scores] [--workdir DIR] [--sampling-traces 60000]
+        [--sample-rate 0.1] [--sampling-rounds 2]
 """
 
 from __future__ import annotations
@@ -110,7 +125,8 @@ from sidecar.embedded.broker import EmbeddedBroker  # noqa: E402
 
 async def raw_consume(
     bootstrap: str, topic: str, expect: int, work: Callable[[bytes], object] = ExportTraceServiceRequest.FromString
-) -> float:
+) -> tuple[float, float]:
+    """Records/s and this process's CPU seconds per record, both from the first batch to the last record."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         fetch_max_wait_ms=50,
@@ -128,9 +144,10 @@ async def raw_consume(
                     work(record.value)
                 count += len(records)
             if first is None and count:
-                first = (time.perf_counter(), count)
+                first = (time.perf_counter(), count, time.process_time())
         assert first is not None
-        return (count - first[1]) / (time.perf_counter() - first[0])
+        done = count - first[1]
+        return done / (time.perf_counter() - first[0]), (time.process_time() - first[2]) / done
     finally:
         await consumer.stop()
 
@@ -139,14 +156,18 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
     topics = await new_topics(bootstrap, "throughput")
     produced = await produce_backlog(bootstrap, topics[0], pool, args.traces)
     print(f"throughput: produced {args.traces} traces ({args.traces * 4} spans) at {produced:.0f}/s")
-    raw = await raw_consume(bootstrap, topics[0], args.traces)
-    print(f"throughput: raw aiokafka consume + FromString: {raw:.0f} traces/s")
-    floor = await raw_consume(bootstrap, topics[0], args.traces, bare_score_records)
+    raw, raw_cpu = await raw_consume(bootstrap, topics[0], args.traces)
+    print(f"throughput: raw aiokafka consume + FromString: {raw:.0f} traces/s, {1000 * raw_cpu:.4f} ms CPU each")
+    floor, floor_cpu = await raw_consume(bootstrap, topics[0], args.traces, bare_score_records)
     print(
         f"throughput: the Python floor (same consume + bench/python_floor.py's bare scoring, no produce): "
-        f"{floor:.0f} traces/s, {floor / raw:.3f} of raw"
+        f"{floor:.0f} traces/s, {floor / raw:.3f} of raw; {1000 * floor_cpu:.4f} ms CPU per trace"
     )
-    figures: dict[str, Any] = {"floor_traces_per_s": round(floor, 1), "floor_ratio": round(floor / raw, 3)}
+    figures: dict[str, Any] = {
+        "floor_traces_per_s": round(floor, 1),
+        "floor_ratio": round(floor / raw, 3),
+        "floor_cpu_ms_per_trace": round(1000 * floor_cpu, 4),
+    }
     # The configured run, then (unless the sink is off already) the same records with prometheus only.
     # The goal figure (no suffix) is the pod as deployed on this machine: --workers processes, score sink on.
     variants: list[tuple[str, bool, str, int]] = []
@@ -174,17 +195,82 @@ async def section_throughput(args: argparse.Namespace, bootstrap: str, pool: lis
             stop_sidecar(sidecar)
         ours = result["rate"]
         ratio = ours / raw
+        cpu_ms = 1000 * result["cpu_s"] / args.traces
         print(
-            f"throughput: sidecar (content-similarity, {label}): {ours:.0f} traces/s, ratio {ratio:.3f}; "
-            f"sidecar CPU {result['cpu_s']:.1f} s over {result['wall_s']:.1f} s wall "
-            f"({100 * result['cpu_s'] / result['wall_s']:.0f} % of one core, all its processes)"
+            f"throughput: sidecar (content-similarity, {label}): {ours:.0f} traces/s, ratio {ratio:.3f}, "
+            f"{ours / floor:.3f} of the floor; sidecar CPU {result['cpu_s']:.1f} s over {result['wall_s']:.1f} s wall "
+            f"({100 * result['cpu_s'] / result['wall_s']:.0f} % of one core, all its processes), {cpu_ms:.4f} ms "
+            f"per trace ({1000 * floor_cpu / cpu_ms:.3f} of the floor's CPU per trace)"
         )
         figures[f"traces_per_s{suffix}"] = round(ours, 1)
         figures[f"ratio{suffix}"] = round(ratio, 3)
+        figures[f"vs_floor{suffix}"] = round(ours / floor, 3)
         figures[f"sidecar_cpu_frac{suffix}"] = round(result["cpu_s"] / result["wall_s"], 2)
+        figures[f"cpu_ms_per_trace{suffix}"] = round(cpu_ms, 4)
+        figures[f"cpu_vs_floor{suffix}"] = round(1000 * floor_cpu / cpu_ms, 3)
     figures["raw_traces_per_s"] = round(raw, 1)
     ratio = figures.get("ratio", figures["ratio_prometheus_only"])
     print(f"throughput: ratio {ratio:.3f} (goal ≥ 0.5): {'OK' if ratio >= 0.5 else 'MISSED'}")
+    return figures
+
+
+# --- sampling ------------------------------------------------------------------------------------------
+
+
+async def section_sampling(args: argparse.Namespace, bootstrap: str, pool: list[Template], work: Path) -> dict:
+    rate = args.sample_rate
+    variants: dict[str, dict[str, Any]] = {
+        "full": {"sampling": 1.0, "key_sampling": True},
+        "decode": {"sampling": rate, "key_sampling": False},
+        "key": {"sampling": rate, "key_sampling": True},
+    }
+    names = list(variants)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    cpu_ms: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(args.sampling_rounds):
+        order = names[round_index % len(names) :] + names[: round_index % len(names)]
+        for name in order:
+            variant = variants[name]
+            topics = await new_topics(bootstrap, "sampling")
+            await produce_backlog(bootstrap, topics[0], pool, args.sampling_traces)
+            group = f"group-{name}"
+            sidecar = make_sidecar(
+                bootstrap,
+                topics,
+                work / f"sampling-{name}-{round_index}",
+                group=group,
+                scorers=[{"id": "similarity", "kind": "content-similarity", "sampling": variant["sampling"]}],
+                kafka={"key_sampling": variant["key_sampling"]},
+            )
+            sidecar.start()
+            try:
+                async with Committed(bootstrap, f"{topics[0]}-{group}", topics[0]) as committed:
+                    await sidecar.wait_ready(60)
+                    result = await drain(sidecar, committed, args.sampling_traces, args.timeout_s)
+            finally:
+                stop_sidecar(sidecar)
+            rates[name].append(result["rate"])
+            cpu_ms[name].append(1000 * result["cpu_s"] / args.sampling_traces)
+            print(
+                f"sampling: round {round_index + 1}, {name} (sampling {variant['sampling']:g}, key_sampling "
+                f"{str(variant['key_sampling']).lower()}): {result['rate']:.0f} traces/s, "
+                f"{cpu_ms[name][-1]:.3f} ms of sidecar CPU per trace"
+            )
+    figures: dict[str, Any] = {"sampling_rate": rate, "sampling_rounds": args.sampling_rounds}
+    for name in names:
+        figures[f"sampling_{name}_traces_per_s"] = round(statistics.fmean(rates[name]), 1)
+        figures[f"sampling_{name}_cpu_ms_per_trace"] = round(statistics.fmean(cpu_ms[name]), 4)
+    for other in ("decode", "full"):
+        ratios = [k / o for k, o in zip(rates["key"], rates[other], strict=True)]
+        cpu_ratios = [o / k for k, o in zip(cpu_ms["key"], cpu_ms[other], strict=True)]
+        figures[f"sampling_key_vs_{other}"] = round(statistics.fmean(ratios), 2)
+        figures[f"sampling_key_vs_{other}_spread"] = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        figures[f"sampling_key_vs_{other}_cpu"] = round(statistics.fmean(cpu_ratios), 2)
+    print(
+        f"sampling: at {rate:g}, sampling from the key: x{figures['sampling_key_vs_decode']} the rate of decoding "
+        f"every record (x{figures['sampling_key_vs_decode_cpu']} less CPU per trace), "
+        f"x{figures['sampling_key_vs_full']} the rate at sampling 1"
+    )
     return figures
 
 
@@ -317,7 +403,7 @@ async def section_rss(
 
 # --- main -------------------------------------------------------------------------------------------------
 
-SECTIONS = ("throughput", "latency", "rss", "judge", "trace")
+SECTIONS = ("throughput", "sampling", "latency", "rss", "judge", "trace")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -337,6 +423,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 if name == "throughput":
                     figures.update(await section_throughput(args, bootstrap, pool, work))
+                elif name == "sampling":
+                    figures.update(await section_sampling(args, bootstrap, pool, work))
                 elif name == "latency":
                     figures.update(await section_latency(args, bootstrap, pool, work))
                 elif name == "rss":
@@ -358,6 +446,9 @@ def main() -> None:
     parser.add_argument("--only", choices=SECTIONS)
     parser.add_argument("--pool", type=int, default=300, help="distinct generated traces to re-key")
     parser.add_argument("--traces", type=int, default=20_000, help="throughput: records (4 spans each)")
+    parser.add_argument("--sampling-traces", type=int, default=60_000, help="sampling: records (4 spans each)")
+    parser.add_argument("--sample-rate", type=float, default=0.1, help="sampling: the scorer's sampling rate")
+    parser.add_argument("--sampling-rounds", type=int, default=2, help="sampling: rounds of the three variants")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: traces/s")
     parser.add_argument("--duration-s", type=float, default=20.0, help="latency: seconds of traffic")
     parser.add_argument("--latency-grace-s", type=float, default=30.0, help="latency: wait for late scores")

@@ -115,6 +115,7 @@ def make_sidecar(
     group: str = "group",
     kafka_scores: bool | None = None,
     workers: int = 1,
+    kafka: dict[str, Any] | None = None,
     **kw: Any,
 ) -> SidecarProcess:
     spans, scores, dead = topics
@@ -129,6 +130,7 @@ def make_sidecar(
         **{"scorers": SIMILARITY, **kw},
     )
     config["runtime"] = {**RUNTIME, **config["runtime"], "workers": workers}
+    config["kafka"].update(kafka or {})
     config["log_level"] = "WARNING"
     if not (KAFKA_SCORES[0] if kafka_scores is None else kafka_scores):
         config["exporters"]["kafka_scores"] = {"enabled": False}

@@ -143,23 +143,26 @@ async def judged_rate(
             await sidecar.wait_ready(60)
             task = asyncio.create_task(drain(sidecar, committed, args.judge_records, args.timeout_s))
             assert sidecar.process is not None
+            calls0 = judge_count(stats)
             with Usage(sidecar.process.pid) as used:
                 ours = await server_rate(stats, args.judge_records, task)
+            calls = judge_count(stats) - calls0
             task.cancel()  # the rate is measured; committing the whole backlog is not needed here
             text = await sidecar.metrics_text()
             (work / f"sidecar-{workers}w-metrics.txt").write_text(text)
             runs = metric_by_label(text, "scoring_sidecar_scorer_runs_total", "outcome")
-            calls = metric_by_label(text, "scoring_sidecar_judge_calls_total", "outcome")
+            by_outcome = metric_by_label(text, "scoring_sidecar_judge_calls_total", "outcome")
             shed = metric_by_label(text, "scoring_sidecar_judge_shed_total", "reason")
-            print(f"judge: {workers} worker(s) so far: runs by outcome {runs}; judge calls {calls}; shed {shed}")
+            print(f"judge: {workers} worker(s) so far: runs by outcome {runs}; judge calls {by_outcome}; shed {shed}")
     finally:
         stop_sidecar(sidecar)
+    cpu_ms = 1000 * used.cpu_s / max(1, calls)
     print(
         f"judge: sidecar, {workers} worker(s) (one prompt step per run): {ours:.0f} judge calls/s at the server; "
         f"sidecar CPU {used.cpu_s:.1f} s over {used.wall_s:.1f} s ({100 * used.fraction:.0f} % of one core, "
-        "all its processes)"
+        f"all its processes), {cpu_ms:.3f} ms per judged run (record, run, call, export)"
     )
-    return {"rate": ours, "cpu_frac": used.fraction}
+    return {"rate": ours, "cpu_frac": used.fraction, "cpu_ms": cpu_ms}
 
 
 async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Template], work: Path) -> dict:
@@ -176,14 +179,17 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
             call = _raw_call(session, url)
             await _drive(call, args.concurrency, args.concurrency)  # warm-up: fills the pool
             task = asyncio.create_task(_drive(call, args.judge_calls, args.concurrency))
+            calls0 = judge_count(stats)
             with Usage(server.pid) as server_cpu, Usage(None) as bench_cpu:
                 raw = await server_rate(stats, args.judge_calls, task)
+            raw_cpu_ms = 1000 * bench_cpu.cpu_s / max(1, judge_count(stats) - calls0)
             await task
         print(
             f"judge: raw aiohttp, concurrency {args.concurrency}, {args.latency_ms:g} ms: {raw:.0f} calls/s; "
             f"CPU: judge server {server_cpu.fraction:.2f}, raw client {bench_cpu.fraction:.2f} (cores)"
         )
         figures["raw_calls_per_s"] = round(raw, 1)
+        figures["raw_client_cpu_ms_per_call"] = round(raw_cpu_ms, 4)
         figures["judge_server_cpu_frac_raw"] = round(server_cpu.fraction, 2)
         # The goal figure (no suffix): the pod as deployed here, --workers processes sharing the concurrency.
         for workers, suffix in ((args.workers, ""), (1, "_1w")) if args.workers > 1 else ((1, ""),):
@@ -194,6 +200,7 @@ async def section_judge(args: argparse.Namespace, bootstrap: str, pool: list[Tem
             figures[f"judge_calls_per_s{suffix}"] = round(result["rate"], 1)
             figures[f"bound_fraction{suffix}"] = round(result["rate"] / raw, 3)
             figures[f"judge_sidecar_cpu_frac{suffix}"] = round(result["cpu_frac"], 2)
+            figures[f"judge_sidecar_cpu_ms_per_run{suffix}"] = round(result["cpu_ms"], 4)
     finally:
         server.terminate()
         server.wait(10)

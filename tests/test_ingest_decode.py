@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sidecar.core import names as n
 from sidecar.ingest import DeadLetterReason, IngestConfig, TraceDecodeError, decode_traces, process_record
+from sidecar.ingest.pipeline import process_record_multi
 from tests.support.otel import otlp_json, otlp_proto
 from tests.support.traces import agent_trace
 
@@ -201,3 +202,13 @@ def test_arbitrary_message_content_is_a_run_or_an_unmappable_reject(content: dic
 
     assert {d.reason for d in result.dead_letters} <= {DeadLetterReason.UNMAPPABLE}
     assert len(result.runs) + len(result.dead_letters) + result.skipped.no_content == 1
+
+
+def test_a_protobuf_record_of_one_trace_is_handed_on_whole_for_the_trace_buffer() -> None:
+    one = otlp_proto(agent_trace(AGENT))
+    [spans] = process_record_multi(one, PROTO_CONFIG, (None,), group_traces=True).traces.values()
+    assert spans and all(item.record is one for item in spans)  # buffered as it came, not span by span
+    # Two traces in a record, or JSON (which the buffer would have to decode as JSON): spans one by one.
+    for value, config in ((PROTO, PROTO_CONFIG), (otlp_json(agent_trace(AGENT)), JSON_CONFIG)):
+        traces = process_record_multi(value, config, (None,), group_traces=True).traces
+        assert traces and all(item.record is None for spans in traces.values() for item in spans)

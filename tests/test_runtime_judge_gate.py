@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from sidecar.runtime.judge_gate import GateConfig, GateState, JudgeGate
 from sidecar.scoring import JudgeExecutionFailure, ScorerRunError, ScorerRunResult, create_scorer
-from sidecar.scoring.deadline import run_deadline
+from sidecar.scoring.deadline import deadline_paused, run_deadline
 from sidecar.scoring.judge.client import JudgeClient
 from sidecar.scoring.judge.errors import JudgeUnavailableError
 from sidecar.scoring.judge.model import JudgeModel
@@ -630,3 +630,13 @@ async def test_a_cancelled_queued_call_gives_its_turn_to_the_next(
     assert [r.score for r in results] == [1.0] * 3
     assert len(judge_server.requests) == 3 and gate.in_flight == 0
     assert (await run(model)).score == 1.0  # the one slot is free again, not lost or doubled
+
+
+async def test_the_run_deadline_ends_own_work_past_it_and_not_time_paused() -> None:
+    with pytest.raises(TimeoutError):
+        async with run_deadline(0.05):
+            await asyncio.sleep(1)  # the run's own work
+    async with run_deadline(0.2):
+        with deadline_paused():
+            await asyncio.sleep(0.3)  # waiting for the judge: not counted
+        await asyncio.sleep(0.05)  # own work after the wait: within what is left

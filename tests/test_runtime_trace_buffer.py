@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from sidecar.conventions.trace_runs import TraceSpan
+from sidecar.conventions.trace_runs import TraceSpan, group_by_trace
 from sidecar.runtime.trace_buffer import TraceBuffer
 
 TRACE = bytes(range(16))
@@ -144,3 +144,60 @@ def test_the_same_trace_id_on_two_partitions_is_two_traces() -> None:
     buffer.add(1, 1, TRACE, [span(2, parent=1)])
     assert len(buffer) == 2
     assert [t.partition for t in buffer.drop_partitions([1])] == [1] and len(buffer) == 1
+
+
+def record(*spans: Span, service: str = "svc") -> bytes:
+    """An OTLP export request of ``spans`` under one resource, encoded as the Collector writes a record."""
+    request = TracesData()
+    resource_spans = request.resource_spans.add()
+    attribute = resource_spans.resource.attributes.add()
+    attribute.key, attribute.value.string_value = "service.name", service
+    resource_spans.scope_spans.add().spans.extend(spans)
+    return request.SerializeToString()
+
+
+def grouped(data: bytes, offset: int) -> dict[bytes, list[TraceSpan]]:
+    return group_by_trace(TracesData.FromString(data), offset=offset, record=data)
+
+
+def test_a_record_holding_one_trace_is_kept_whole_and_decodes_to_its_spans() -> None:
+    clock = Clock()
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=1, max_wait_s=60, clock=clock)
+    first = record(span(2, parent=1).span, span(3, parent=2).span)
+    second = record(span(1).span, span(3, parent=2).span)  # the Collector's retry brings span 3 again
+    lone = Span(trace_id=bytes(range(1, 17)), span_id=b"\x05" * 8)
+    shared = record(span(4, parent=1).span, lone)  # two traces in one record
+    for offset, data in enumerate((first, second, shared)):
+        for trace_id, spans in grouped(data, offset).items():
+            buffer.add(0, offset, trace_id, spans)
+    # The record kept whole counts its bytes; the others count their new spans' bytes.
+    singles = (span(1).span, span(4, parent=1).span, lone)
+    assert buffer.bytes == len(first) + sum(single.ByteSize() for single in singles)
+    clock.now += 2
+    trace = {trace.trace_id: trace for trace, _ in buffer.due()}[TRACE]
+    assert len(trace.whole) == 1 and [int.from_bytes(s.span_id, "big") for s in trace.spans] == [1, 4]
+    decoded = {int.from_bytes(item.span.span_id, "big"): item for item in trace.decoded()}
+    # Each span once, in the order the spans arrived, whichever way they were kept.
+    assert [int.from_bytes(item.span.span_id, "big") for item in trace.decoded()] == [2, 3, 1, 4]
+    assert (decoded[2].service, decoded[2].offset, decoded[2].span.parent_span_id) == ("svc", 0, (1).to_bytes(8, "big"))
+    assert (decoded[4].service, decoded[4].offset) == ("svc", 2)
+    assert trace.span_count == 4 and trace.records == {0, 1, 2}
+
+
+def test_a_trace_kept_in_whole_records_finds_its_root_as_single_spans_do() -> None:
+    """An older SDK: flags say nothing of remote parents; the entry span hangs under a caller's span."""
+    clock = Clock()
+    buffer: TraceBuffer[int] = TraceBuffer(idle_s=1, max_wait_s=60, clock=clock)
+    children = [
+        Span(trace_id=TRACE, span_id=(i).to_bytes(8, "big"), parent_span_id=(1).to_bytes(8, "big")) for i in (2, 3)
+    ]
+    entry = Span(trace_id=TRACE, span_id=(1).to_bytes(8, "big"), parent_span_id=(99).to_bytes(8, "big"))
+    [(trace_id, spans)] = grouped(record(*children), 0).items()
+    buffer.add(0, 0, trace_id, spans)
+    clock.now += 2
+    assert buffer.due() == []  # two spans whose parent is missing: not one entry span
+    [(trace_id, spans)] = grouped(record(entry), 1).items()
+    buffer.add(0, 1, trace_id, spans)
+    clock.now += 2
+    [(trace, reason)] = buffer.due()
+    assert reason == "root_idle" and len(trace.whole) == 2 and trace.span_count == 3

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from sidecar.scoring import (
     JudgeExecutionFailure,
     JudgeExecutionSuccess,
+    JudgeUsage,
     ScorerRunError,
     ScorerRunResult,
     create_scorer,
@@ -309,3 +310,10 @@ async def test_step_judge_overrides_scorer_judge_field_by_field(judge_server: Ju
     result = await scorer.run(input="q", output="a")
     assert result.judge.analyze.executions[0].judge_model_id == "gpt-4o"  # type: ignore[union-attr]
     assert judge_server.requests[0].system_prompt == "scorer instructions"
+
+
+def test_usage_is_empty_only_without_any_count() -> None:
+    # is_empty names every field (pricing asks it on every call): a field added to JudgeUsage must join it.
+    assert JudgeUsage().is_empty
+    for name in JudgeUsage.model_fields:
+        assert not JudgeUsage(**{name: 0}).is_empty, name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -72,7 +73,8 @@ def service_name_of(resource_attributes: Any) -> str | None:
 def _service_name(resource_attributes: Any) -> str | None:
     for kv in resource_attributes:
         if kv.key == names.SERVICE_NAME:
-            return str(kv.value.string_value)
+            # One string per service, not one per record: buffered traces keep it with every span.
+            return sys.intern(str(kv.value.string_value))
     return None
 
 

@@ -76,6 +76,9 @@ class TraceSpan:
     service: str | None
     resource: tuple[tuple[str, ResourceValue], ...] = ()
     offset: int = -1
+    # The encoded record, when it holds spans of this trace alone (the Collector's partition_traces_by_id):
+    # the trace buffer keeps it as it is rather than re-encoding each span.
+    record: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -85,6 +88,13 @@ class _Node:
     own: bool  # the sidecar's own span (loop guard)
     role: str | None  # tool / retriever
     children: list[_Node]
+    _attributes: dict[str, Any] | None = None
+
+    def attributes(self) -> dict[str, Any]:
+        """The span's attributes as a dict, built once: several parts of a run read an LLM call's."""
+        if self._attributes is None:
+            self._attributes = attributes_dict(self.item.span.attributes)
+        return self._attributes
 
 
 def _role(span: Span) -> str | None:
@@ -108,8 +118,11 @@ def _tree(spans: Sequence[TraceSpan]) -> list[_Node]:
     """Every span as a node with its children in start order; returns the nodes in start order."""
     nodes: dict[bytes, _Node] = {}
     for item in spans:
-        kind, own = classify(item.span.attributes)
-        nodes.setdefault(item.span.span_id, _Node(item, kind, own, _role(item.span), []))
+        span = item.span
+        span_id = span.span_id
+        if span_id not in nodes:  # a span twice: the first wins
+            kind, own = classify(span.attributes)
+            nodes[span_id] = _Node(item, kind, own, _role(span), [])
     for node in nodes.values():
         parent = nodes.get(node.item.span.parent_span_id)
         if parent is not None and parent is not node:
@@ -158,7 +171,7 @@ def _error_of(span: Span) -> str | None:
 
 def _tool_call(node: _Node) -> ToolInvocation:
     span = node.item.span
-    attributes = attributes_dict(span.attributes)
+    attributes = node.attributes()
     name = _first(attributes, _TOOL_NAME_KEYS) or span.name.removeprefix(f"{_OP_EXECUTE_TOOL} ")
     call_id = _first(attributes, _TOOL_ID_KEYS) or span.span_id.hex()
     error = _error_of(span)
@@ -173,7 +186,7 @@ def _tool_call(node: _Node) -> ToolInvocation:
 
 
 def _documents(node: _Node) -> list[str]:
-    attributes = attributes_dict(node.item.span.attributes)
+    attributes = node.attributes()
     documents = []
     for entry in unflatten(attributes, _RETRIEVAL_DOCUMENTS):
         content = entry.get("document", {}).get("content") if isinstance(entry, Mapping) else None
@@ -282,7 +295,7 @@ def _assemble(
     if not run_input.input_messages and not output and not run_input.system_messages:
         return None
     target = base.target if base is not None else _target(node, keep)
-    usage = [usage_of(attributes_dict(n.item.span.attributes)) for n in llm_nodes]
+    usage = [usage_of(n.attributes()) for n in llm_nodes]
     usage_in = [tokens for tokens, _ in usage if tokens is not None]
     usage_out = [tokens for _, tokens in usage if tokens is not None]
     assembly = RunAssembly(
@@ -304,17 +317,21 @@ def _assemble(
 _TOOL_MARKER = re.compile(r"tool_call|tool-call|toolCall|toolInvocation|tool-invocation|function_call|tool_use")
 
 
+def _marker_in(text: str) -> bool:
+    # Every marker holds "tool" but function_call: two substring tests rule most text out before the pattern.
+    return ("tool" in text or "function_call" in text) and _TOOL_MARKER.search(text) is not None
+
+
 def _may_request_tools(span: Span) -> bool:
     """Whether a span may hold requested tool calls: a marker in an attribute key or string value, or in its
     events' (a cheap scan before parsing its messages)."""
-    search = _TOOL_MARKER.search
 
     def marked(attributes: Any) -> bool:
         for kv in attributes:
-            if search(kv.key):
+            if _marker_in(kv.key):
                 return True
             value = kv.value
-            if value.WhichOneof("value") == "string_value" and search(value.string_value):
+            if value.WhichOneof("value") == "string_value" and _marker_in(value.string_value):
                 return True
         return False
 
@@ -324,7 +341,7 @@ def _may_request_tools(span: Span) -> bool:
 def _map(node: _Node) -> ScorerRunRequest | None:
     kind = node.kind if node.kind in ("agent", "inference") else "inference"
     item = node.item
-    view = span_view(item.span, kind, item.service, attributes_dict(item.span.attributes), item.resource)  # type: ignore[arg-type]
+    view = span_view(item.span, kind, item.service, node.attributes(), item.resource)  # type: ignore[arg-type]
     try:
         return map_span(view)
     except _MAPPING_ERRORS:
@@ -344,7 +361,7 @@ def _answer_text(run: ScorerRunRequest | None) -> str | None:
 
 def _target(node: _Node, keep: Collection[str] = ()) -> SpanTarget:
     span = node.item.span
-    attributes = attributes_dict(span.attributes)
+    attributes = node.attributes()
     parent = span.parent_span_id
     agent = _first(attributes, (names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME))
     return SpanTarget(
@@ -407,16 +424,21 @@ def trace_runs(
 
 
 def group_by_trace(
-    traces: Any, *, resource_attributes: Collection[str] = (), offset: int = -1
+    traces: Any, *, resource_attributes: Collection[str] = (), offset: int = -1, record: bytes | None = None
 ) -> dict[bytes, list[TraceSpan]]:
     """The spans of a decoded ``TracesData`` / ``ExportTraceServiceRequest`` by trace id, with their service
-    (and the ``resource_attributes`` to keep), from the record at ``offset``."""
-    grouped: dict[bytes, list[TraceSpan]] = {}
+    (and the ``resource_attributes`` to keep), from the record at ``offset``. ``record``: the encoded record,
+    which each span carries (``TraceSpan.record``) when the record holds one trace."""
+    grouped: dict[bytes, list[tuple[Span, str | None, tuple[tuple[str, ResourceValue], ...]]]] = {}
     for resource_spans in traces.resource_spans:
         attributes = resource_spans.resource.attributes
         service = service_name_of(attributes)
         resource = kept_resource(attributes, resource_attributes) if resource_attributes else ()
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                grouped.setdefault(span.trace_id, []).append(TraceSpan(span, service, resource, offset))
-    return grouped
+                grouped.setdefault(span.trace_id, []).append((span, service, resource))
+    whole = record if len(grouped) == 1 else None
+    return {
+        trace_id: [TraceSpan(span, service, resource, offset, whole) for span, service, resource in spans]
+        for trace_id, spans in grouped.items()
+    }

@@ -14,7 +14,7 @@ class ignores everything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from sidecar.core.runs import ReadyReason, SessionCloseReason
@@ -146,6 +146,9 @@ class Observers(ServiceObserver):
 
     def __init__(self, observers: Iterable[ServiceObserver] = ()) -> None:
         self._observers = tuple(observers)
+        # Per event, the listeners that override it (found on first use): most listen to a few events, and
+        # every record and run emits several, so calling everyone's no-op would cost more than listening.
+        self._listeners: dict[str, tuple[tuple[ServiceObserver, Callable[..., None]], ...]] = {}
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._observers)
@@ -154,9 +157,12 @@ class Observers(ServiceObserver):
         return Observers((*self._observers, observer))
 
     def _emit(self, method: str, *args: object, **kwargs: object) -> None:
-        for observer in self._observers:
+        listeners = self._listeners.get(method)
+        if listeners is None:
+            listeners = self._listeners[method] = _listening(self._observers, method)
+        for observer, listener in listeners:
             try:
-                getattr(observer, method)(*args, **kwargs)
+                listener(*args, **kwargs)
             except Exception:
                 log.exception("observer %s failed on %s", type(observer).__name__, method)
 
@@ -234,3 +240,15 @@ class Observers(ServiceObserver):
 
     def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
         self._emit("exporter_dropped", name, reason, n)
+
+
+def _listening(
+    observers: Iterable[ServiceObserver], method: str
+) -> tuple[tuple[ServiceObserver, Callable[..., None]], ...]:
+    """The observers whose ``method`` does something (not the base class's no-op), each with it bound."""
+    ignored = getattr(ServiceObserver, method)
+    return tuple(
+        (observer, getattr(observer, method))
+        for observer in observers
+        if getattr(type(observer), method, ignored) is not ignored or method in getattr(observer, "__dict__", {})
+    )

@@ -122,7 +122,9 @@ def process_record_multi(
             )
     grouped: Mapping[bytes, list[TraceSpan]] = {}
     if group_traces:
-        grouped = group_by_trace(traces, resource_attributes=config.resource_attributes, offset=offset)
+        # A protobuf record holding one trace is buffered as it came (trace_buffer.BufferedRecord).
+        record = value if config.encoding == "otlp_proto" else None
+        grouped = group_by_trace(traces, resource_attributes=config.resource_attributes, offset=offset, record=record)
         spans_seen = max(spans_seen, sum(len(spans) for spans in grouped.values()))
     return MultiProcessedRecord(
         runs=tuple(runs),

@@ -39,7 +39,10 @@ class Claim:
         self.parts -= 1
         if self.parts == 0 and self.live:
             self.live = False
-            self.on_done()
+            self._finish()
+
+    def _finish(self) -> None:
+        self.on_done()
 
     def drop(self) -> None:
         """Forget the work: cancel its tasks; ``on_done`` will not run."""
@@ -48,12 +51,32 @@ class Claim:
             task.cancel()
 
 
+def _nothing() -> None:
+    return None
+
+
+class _RecordClaim(Claim):
+    """A record's claim. Done, it marks its record done in the ledger: a method rather than a closure per
+    record, since a ledger holds tens of thousands of records while whole traces wait (docs/benchmarks.md)."""
+
+    __slots__ = ("_key", "_ledger", "size")
+
+    def __init__(self, ledger: RecordLedger[Any], key: tuple[Any, int], parts: int, size: int) -> None:
+        Claim.__init__(self, parts, _nothing)
+        self._ledger = ledger
+        self._key = key
+        self.size = size
+
+    def _finish(self) -> None:
+        self._ledger._done(self._key, self.size)
+
+
 class RecordLedger(Generic[K]):
     """Records from fetch to done, per partition: what holds each back, the bytes held, the offset tracker."""
 
     def __init__(self) -> None:
         self.offsets: OffsetTracker[K] = OffsetTracker()
-        self._held: dict[tuple[K, int], tuple[Claim, int]] = {}  # (claim, record size)
+        self._held: dict[tuple[K, int], _RecordClaim] = {}
         self.held_bytes = 0  # of the records held back by work
 
     def track(self, tp: K, offset: int) -> bool:
@@ -70,22 +93,20 @@ class RecordLedger(Generic[K]):
             self.offsets.done(tp, offset)
             return None
         key = (tp, offset)
-
-        def done() -> None:
-            del self._held[key]
-            self.held_bytes -= size
-            self.offsets.done(tp, offset)
-
-        claim = Claim(parts, done)
-        self._held[key] = (claim, size)
+        claim = self._held[key] = _RecordClaim(self, key, parts, size)
         self.held_bytes += size
         return claim
+
+    def _done(self, key: tuple[K, int], size: int) -> None:
+        del self._held[key]
+        self.held_bytes -= size
+        self.offsets.done(*key)
 
     def release(self, tp: K, offset: int) -> None:
         """One piece of work holding this record ended (a unit of work that does not keep the record's claim)."""
         held = self._held.get((tp, offset))
         if held is not None:
-            held[0].part_done()
+            held.part_done()
 
     def forget(self, partitions: Iterable[K]) -> int:
         """Drop the records of ``partitions`` (a revoke): their work is cancelled and never completes them.
@@ -102,8 +123,8 @@ class RecordLedger(Generic[K]):
             self._drop(key)
 
     def _drop(self, key: tuple[K, int]) -> None:
-        claim, size = self._held.pop(key)
-        self.held_bytes -= size
+        claim = self._held.pop(key)
+        self.held_bytes -= claim.size
         claim.drop()
 
     @property

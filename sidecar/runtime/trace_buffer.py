@@ -23,18 +23,19 @@ get a trace ready but at ``max_wait_s``; after ``idle_s`` of that the runtime ta
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from sidecar.conventions.trace_runs import TraceSpan
 from sidecar.core.runs import ReadyReason, ResourceValue
 
-__all__ = ["BufferedSpan", "BufferedTrace", "TraceBuffer", "TraceBufferLimits"]
+__all__ = ["BufferedRecord", "BufferedSpan", "BufferedTrace", "TraceBuffer", "TraceBufferLimits"]
 
 P = TypeVar("P", bound=Hashable)  # a partition
 
@@ -86,15 +87,41 @@ class BufferedSpan:
         return TraceSpan(Span.FromString(self.data), self.service, self.resource, self.offset)
 
 
+@dataclass(frozen=True, slots=True)
+class BufferedRecord:
+    """A record holding spans of this trace alone (the Collector's ``partition_traces_by_id`` writes one trace
+    per record), kept as it came: its spans are neither re-encoded one by one when buffered nor decoded one by
+    one when the trace is assembled, and each costs no object of its own meanwhile."""
+
+    data: bytes
+    offset: int
+    service: str | None
+    resource: tuple[tuple[str, ResourceValue], ...]
+
+    def decode(self) -> list[TraceSpan]:
+        traces = TracesData.FromString(self.data)
+        service, resource, offset = self.service, self.resource, self.offset
+        return [
+            TraceSpan(span, service, resource, offset)
+            for resource_spans in traces.resource_spans
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+        ]
+
+
 @dataclass(slots=True)
 class BufferedTrace(Generic[P]):
     trace_id: bytes
     partition: P
     first_seen: float
     last_seen: float
-    spans: list[BufferedSpan] = field(default_factory=list)
+    # In arrival order: spans kept one by one, and records kept as they came.
+    parts: list[BufferedSpan | BufferedRecord] = field(default_factory=list)
     records: set[int] = field(default_factory=set)  # offsets (on ``partition``) that brought its spans
-    span_ids: set[bytes] = field(default_factory=set)
+    # Every span's parent by span id: each span counts once, and the orphans say where a trace starts.
+    parents: dict[bytes, bytes] = field(default_factory=dict)
+    # The spans whose exporter did not say whether their parent is remote (older SDKs); None: none so far.
+    unflagged: set[bytes] | None = None
     bytes: int = 0
     root_seen: bool = False
     # Spans of this trace were taken out before (evicted without a run): what is here is not the whole trace.
@@ -102,25 +129,61 @@ class BufferedTrace(Generic[P]):
     first_ms: int | None = None  # the oldest timestamp of the records that brought its spans
     _rootless_at: int = -1  # span count at which root_arrived() last answered False (asked again only after)
 
-    def add(self, spans: Iterable[TraceSpan], offset: int, now: float, timestamp_ms: int | None = None) -> None:
-        for item in spans:
-            span_id = item.span.span_id
-            if span_id in self.span_ids:
-                continue  # a redelivered record, or the Collector's retry: each span once
-            self.span_ids.add(span_id)
-            kept = BufferedSpan.of(item)
-            self.spans.append(kept)
-            self.bytes += len(kept.data)
-            if not self.root_seen and _starts_here(kept):
-                self.root_seen = True
+    @property
+    def span_count(self) -> int:
+        return len(self.parents)
+
+    @property
+    def spans(self) -> list[BufferedSpan]:
+        """The spans kept one by one (not those of records kept whole)."""
+        return [part for part in self.parts if isinstance(part, BufferedSpan)]
+
+    @property
+    def whole(self) -> list[BufferedRecord]:
+        """The records kept as they came."""
+        return [part for part in self.parts if isinstance(part, BufferedRecord)]
+
+    def add(self, spans: Sequence[TraceSpan], offset: int, now: float, timestamp_ms: int | None = None) -> None:
+        record = spans[0].record if spans else None
+        links = _links_if_whole(spans, self.parents) if record is not None else None
+        if links is not None:
+            assert record is not None
+            first = spans[0]
+            self.parts.append(BufferedRecord(record, offset, first.service, first.resource))
+            self.bytes += len(record)
+            for span_id, parent, flags in links:
+                self._link(span_id, parent, flags)
+        else:
+            for item in spans:
+                if item.span.span_id in self.parents:
+                    continue  # a redelivered record, or the Collector's retry: each span once
+                kept = BufferedSpan.of(item)
+                self.parts.append(kept)
+                self.bytes += len(kept.data)
+                self._link(kept.span_id, kept.parent_span_id, kept.flags)
         self.records.add(offset)
         self.last_seen = now
         if timestamp_ms is not None and (self.first_ms is None or timestamp_ms < self.first_ms):
             self.first_ms = timestamp_ms
 
+    def _link(self, span_id: builtins.bytes, parent: builtins.bytes, flags: int) -> None:
+        self.parents[span_id] = parent
+        if not flags & _HAS_IS_REMOTE:
+            if self.unflagged is None:
+                self.unflagged = set()
+            self.unflagged.add(span_id)
+        if not self.root_seen and _starts_here(parent, flags):
+            self.root_seen = True
+
     def decoded(self) -> list[TraceSpan]:
-        """Its spans, decoded (to assemble it)."""
-        return [item.decode() for item in self.spans]
+        """Its spans, decoded (to assemble it), in the order they arrived."""
+        spans: list[TraceSpan] = []
+        for part in self.parts:
+            if isinstance(part, BufferedSpan):
+                spans.append(part.decode())
+            else:
+                spans.extend(part.decode())
+        return spans
 
     def root_arrived(self) -> bool:
         """A root span without a parent, or with a remote one, has arrived. When the exporter did not say
@@ -129,13 +192,34 @@ class BufferedTrace(Generic[P]):
         service, under a caller's span in another service."""
         if self.root_seen:
             return True
-        if self._rootless_at == len(self.spans):
+        parents = self.parents
+        if self._rootless_at == len(parents) or not self.unflagged:
+            self._rootless_at = len(parents)
             return False
-        orphans = [item for item in self.spans if item.parent_span_id not in self.span_ids]
-        if len(orphans) == 1 and not orphans[0].flags & _HAS_IS_REMOTE:
+        orphans = [span_id for span_id, parent in parents.items() if parent not in parents]
+        if len(orphans) == 1 and orphans[0] in self.unflagged:
             return True
-        self._rootless_at = len(self.spans)
+        self._rootless_at = len(parents)
         return False
+
+
+def _links_if_whole(
+    spans: Sequence[TraceSpan], parents: Mapping[bytes, bytes]
+) -> list[tuple[bytes, bytes, int]] | None:
+    """(span id, parent id, flags) of each span when their record can be kept whole: every span is new (none
+    seen before, none twice) and they share one resource; else None (the spans are kept one by one)."""
+    first = spans[0]
+    service, resource = first.service, first.resource
+    links: list[tuple[bytes, bytes, int]] = []
+    seen: set[bytes] = set()
+    for item in spans:
+        span = item.span
+        span_id = span.span_id
+        if span_id in parents or span_id in seen or item.service != service or item.resource != resource:
+            return None
+        seen.add(span_id)
+        links.append((span_id, span.parent_span_id, span.flags))
+    return links
 
 
 # Span.flags bits 8 and 9 (OTLP): whether the exporter knew if the parent was remote, and that it was.
@@ -143,8 +227,8 @@ _HAS_IS_REMOTE = 0x100
 _PARENT_IS_REMOTE = 0x100 | 0x200
 
 
-def _starts_here(item: BufferedSpan) -> bool:
-    return not item.parent_span_id or item.flags & _PARENT_IS_REMOTE == _PARENT_IS_REMOTE
+def _starts_here(parent: bytes, flags: int) -> bool:
+    return not parent or flags & _PARENT_IS_REMOTE == _PARENT_IS_REMOTE
 
 
 class TraceBuffer(Generic[P]):

@@ -218,7 +218,7 @@ class TraceScope:
     def _start(self, trace: BufferedTrace[TopicPartition], reason: ReadyReason) -> None:
         self._observer.trace_ready(reason, time.monotonic() - trace.first_seen)
         if reason != "root_idle":
-            log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, len(trace.spans))
+            log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, trace.span_count)
         runs, rejects, turns = self._assemble(trace, reason)
         if not runs and not turns:
             self.buffer.forget(trace)  # no agent span here yet: spans after this start the trace anew
@@ -304,17 +304,13 @@ class TraceScope:
         publisher = self.publisher
         assert publisher is not None
         tp = trace.partition
-        by_id = {item.span_id.hex(): item for item in trace.spans}
+        by_id = {item.span.span_id.hex(): item for item in trace.decoded()}
         for reject in rejects:
             item = by_id.get(reject.span_id)
             letter = DeadLetter(
                 DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
             )
-            if item is not None:
-                decoded = item.decode()
-                value = lone_span_request(decoded.span, decoded.service)
-            else:
-                value = b""
+            value = lone_span_request(item.span, item.service) if item is not None else b""
             offset = item.offset if item is not None else -1
             origin = RecordOrigin(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
             # Until delivered, the trace's records stay uncommitted: retried, not given up.

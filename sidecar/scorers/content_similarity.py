@@ -75,9 +75,12 @@ def compare_two_strings(first: str, second: str) -> float:
     return (2.0 * intersection) / (len(first) + len(second) - 2)
 
 
+_JS_WHITESPACE = re.compile(r"[\s\ufeff]+")
+
+
 def _js_whitespace_normalise(text: str) -> str:
     # text.replace(/\s+/g, ' ').trim()
-    return re.sub(r"[\s\ufeff]+", " ", text).strip(" ")
+    return _JS_WHITESPACE.sub(" ", text).strip(" ")
 
 
 def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[str, Any] | None = None) -> Scorer:

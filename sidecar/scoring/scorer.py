@@ -44,6 +44,8 @@ __all__ = ["JudgeLike", "PromptPreview", "Scorer", "create_scorer"]
 JudgeLike: TypeAlias = Judge | Mapping[str, Any] | str | JudgeModel
 Step: TypeAlias = FunctionStep | PromptStep[Any]
 
+_NO_JUDGE_RESULTS = ScorerJudgeResults()  # immutable: shared by every run's first judged step
+
 _PROMPT_FIELD: dict[StepName, str] = {
     "preprocess": "preprocess_prompt",
     "analyze": "analyze_prompt",
@@ -65,7 +67,13 @@ def _coerce_judge(judge: JudgeLike | None) -> Judge | None:
     raise ScorerDefinitionError(f"a judge is a Judge, a model id or a mapping, not {type(judge).__name__}")
 
 
+# Never awaitable (exact types, not subclasses): most prompts and step results skip inspect.isawaitable.
+_PLAIN = frozenset({str, float, int, bool, type(None), dict, list, tuple})
+
+
 async def _resolve(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
     return await value if inspect.isawaitable(value) else value
 
 
@@ -88,9 +96,12 @@ class Scorer:
     clients: Mapping[str, JudgeClient] | None = field(default=None, repr=False, compare=False)
     # Derived once: every run's score id hashes it.
     fingerprint: str = field(init=False, repr=False, compare=False)
+    # Derived once, checked by every run.
+    _has_score_step: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fingerprint", self._fingerprint())
+        object.__setattr__(self, "_has_score_step", any(name == "generate_score" for name, _ in self.steps))
 
     # -- builder -----------------------------------------------------------------------------------
     def _with(
@@ -250,7 +261,7 @@ class Scorer:
     ) -> ScorerRunResult:
         """Score one run. ``span_attributes`` / ``resource_attributes``: what the scored span and its resource
         carry, for scorers that read them (beyond Mastra's run: a judge written in YAML names them)."""
-        if not any(name == "generate_score" for name, _ in self.steps):
+        if not self._has_score_step:
             raise ScorerDefinitionError(f"scorer {self.id!r} has no generate_score step")
         run = self._run_of(input, output, run_id, request_context, ground_truth, span_attributes, resource_attributes)
         fields: dict[str, Any] = {}
@@ -382,7 +393,7 @@ class Scorer:
             started=started,
             scorer_id=self.id,
         )
-        judge_results = (judge_results or ScorerJudgeResults()).with_execution(name, outcome.execution)
+        judge_results = (judge_results or _NO_JUDGE_RESULTS).with_execution(name, outcome.execution)
         if outcome.error is not None:
             # Carry the judge record out with the failure: the snapshot needs the failed execution.
             raise _FailureWithJudge(outcome.error, judge_results)

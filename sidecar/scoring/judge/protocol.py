@@ -47,7 +47,9 @@ class Transport(Protocol):
 
 def _number(value: Any) -> int | None:
     # Providers put strings, nulls and nested objects where numbers belong; keep numbers only.
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if type(value) is int:  # nearly always: skip the checks below (bool is not int's exact type)
+        return value
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if value != value or value in (float("inf"), float("-inf")):
         return None
@@ -56,14 +58,14 @@ def _number(value: Any) -> int | None:
 
 def _nested(raw: Mapping[str, Any], outer: str, inner: str) -> int | None:
     details = raw.get(outer)
-    if isinstance(details, Mapping):
+    if details is not None and isinstance(details, Mapping):
         return _number(details.get(inner))
     return None
 
 
 def parse_usage(raw: Any) -> JudgeUsage | None:
     """OpenAI-style usage (as litellm also normalises it) → our usage; ``None`` when absent."""
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # a dict skips the ABC check
         return None
     input_tokens = _number(raw.get("prompt_tokens"))
     output_tokens = _number(raw.get("completion_tokens"))
@@ -94,9 +96,11 @@ def parse_usage(raw: Any) -> JudgeUsage | None:
 
 def parse_provider_cost(raw_usage: Any) -> JudgeCost | None:
     """A cost the provider reported in its usage block (OpenRouter and gateways do), in USD."""
-    if not isinstance(raw_usage, Mapping):
+    if type(raw_usage) is not dict and not isinstance(raw_usage, Mapping):
         return None
     amount = raw_usage.get("cost")
+    if amount is None:
+        return None
     if isinstance(amount, bool) or not isinstance(amount, int | float) or amount != amount or amount < 0:
         return None
     return JudgeCost(amount=float(amount), unit="USD", source="provider")

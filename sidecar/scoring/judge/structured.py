@@ -106,7 +106,9 @@ def native_response_format(schema: type[BaseModel], step: StepName) -> Mapping[s
     Shared between calls: transports must treat it as read-only (the litellm transport copies it deeply,
     since providers' adapters may rewrite schemas in place).
     """
-    per_step = _response_formats.setdefault(schema, {})
+    per_step = _response_formats.get(schema)  # not setdefault: that makes a weak reference on every call
+    if per_step is None:
+        per_step = _response_formats[schema] = {}
     response_format = per_step.get(step)
     if response_format is None:
         schema_json = json.loads(_schema_text(schema))
@@ -131,6 +133,8 @@ def _messages(judge: Judge, prompt: str) -> tuple[dict[str, str], ...]:
 
 
 def _sum_usage(responses: list[ChatResponse]) -> JudgeUsage | None:
+    if len(responses) == 1:  # the usual step: one answer
+        return responses[0].usage
     usages = [r.usage for r in responses if r.usage is not None]
     if not usages:
         return None
@@ -141,6 +145,8 @@ def _sum_usage(responses: list[ChatResponse]) -> JudgeUsage | None:
 
 
 def _sum_cost(responses: list[ChatResponse]) -> JudgeCost | None:
+    if len(responses) == 1:
+        return responses[0].provider_cost
     costs = [r.provider_cost for r in responses if r.provider_cost is not None]
     if not costs:
         return None
@@ -199,6 +205,12 @@ async def execute_prompt_step(
         finish_reason: str | None = None,
     ) -> StepOutcome:
         usage = _sum_usage(responses)
+        answered = [call for call in calls if call.answered]
+        if len(answered) == 1 and len(responses) == 1 and client.model.litellm_model == model.litellm_model:
+            # One answer: the step's usage is that call's, already priced by the client.
+            estimated_cost = answered[0].estimated_cost_usd
+        else:
+            estimated_cost = estimate_cost_usd(model.litellm_model, usage)
         common: dict[str, Any] = {
             "prompt": prompt,
             "judge_model_id": model.model_name,
@@ -208,7 +220,7 @@ async def execute_prompt_step(
             "duration_ms": int((time.perf_counter() - started) * 1000),
             "step": step,
             "calls": tuple(calls),
-            "estimated_cost_usd": estimate_cost_usd(model.litellm_model, usage),
+            "estimated_cost_usd": estimated_cost,
         }
         if error is None:
             execution: JudgeExecution = JudgeExecutionSuccess(
