@@ -277,14 +277,15 @@ async def test_sigint_stops_the_demo_cleanly(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_the_summary_says_which_scorers_read_lower_as_better() -> None:
-    """Toxicity at 0.00 is the good news: the table says lower is better for it, not for the others."""
+    """Toxicity at 0.00 is the good news: the table says lower is better for it (and for user frustration, a
+    conversation judge), not for the others."""
     from sidecar.demo.command import demo_settings, stand_in_judge_config
     from sidecar.demo.summary import lower_is_better
 
     settings = demo_settings(
         bootstrap="127.0.0.1:9", judge=stand_in_judge_config("http://127.0.0.1:9/v1"), metrics_host="h", metrics_port=0
     )
-    assert lower_is_better(settings) == {"toxicity"}
+    assert lower_is_better(settings) == {"toxicity", "user-frustration"}
     summary = DemoSummary(lower_is_better=lower_is_better(settings))
     events = Observers([summary])
     events.run_finished(scored_run("prompt-alignment", "support-bot", "scored", 0.9))

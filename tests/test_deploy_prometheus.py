@@ -24,8 +24,10 @@ import yaml
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary
+from tests.support.sessions import create_session_topic, produce_turns
 from tests.support.sidecar_process import SidecarProcess, free_port, produce_traces, sidecar_config
 from tests.support.trace_scope import openinference_agent_with_llm_child, produce_records
 
@@ -50,15 +52,7 @@ SUBSTITUTIONS = {
 }
 
 # Panel targets allowed to return no data in this test, each with its reason. Keep it empty if you can.
-_NO_SESSION_STAGE = (
-    'conversation scorers (scoring_sidecar_scorer_info{scope="session"}) score once the session stage runs: '
-    "feed this sidecar conversations and a scope session scorer then, and drop this entry"
-)
-NO_DATA_EXPECTED: dict[str, str] = {
-    "Mean conversation score per agent and scorer (2 h) vs 1 d baseline [A]": _NO_SESSION_STAGE,
-    "Mean conversation score per agent and scorer (2 h) vs 1 d baseline [B]": _NO_SESSION_STAGE,
-    "Conversations scored (last hour) [A]": _NO_SESSION_STAGE,
-}
+NO_DATA_EXPECTED: dict[str, str] = {}
 
 
 def dashboard_targets() -> Iterator[tuple[str, str, str]]:
@@ -137,6 +131,8 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 {"id": "alignment-capped", "kind": "prompt-alignment", "judge": "capped"},
                 # Whole traces: buffered, ready by reason, assembly wait, late spans (at 0).
                 {"id": "whole", "kind": "content-similarity", "targets": {"scope": "trace"}},
+                # Conversations: turns through the internal topic, windows closed after a second of quiet.
+                {"id": "frustration", "kind": "user-frustration", "judge": "default", "targets": {"scope": "session"}},
             ],
             runtime={"trace_buffer": {"idle_s": 0.5}},
         ),
@@ -145,6 +141,9 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     )
     # A second judge with a tiny hourly cap: its first runs are judged, later ones shed (spend, cap, shed and
     # paused series), while the default judge keeps being called (latency, tokens).
+    internal = unique_name("turns")
+    await create_session_topic(kafka_bootstrap, internal, 1)
+    sidecar.config["sessions"] = {"topic": internal, "idle_s": 1}
     judges = sidecar.config["judges"]
     judges["capped"] = {**judges["default"], "model": "openai/gpt-4o", "spend_cap_usd_per_hour": 0.002}
     sidecar.workdir.mkdir()
@@ -155,8 +154,14 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
         await asyncio.gather(sidecar.wait_ready(), prometheus.wait_ready())
 
         async def traffic() -> None:  # keeps flowing while Prometheus scrapes, so every rate has data
+            said = 0
             while True:
                 await produce_traces(kafka_bootstrap, spans, list(generator.traces(6)))
+                # A new two-turn conversation every round: each closes a second after its last turn.
+                conversation = f"conv-{said}"
+                turns = [Turn("my order is late", "it ships today"), Turn("still late, this is annoying", "sorry")]
+                await produce_turns(kafka_bootstrap, spans, [turn_trace(conversation, turn) for turn in turns])
+                said += 1
                 await asyncio.sleep(0.5)
 
         feeder = asyncio.create_task(traffic())
@@ -166,6 +171,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 "scoring_sidecar_judge_shed_total",
                 'scoring_sidecar_judge_cost_usd_total{source="provider"}',
                 "scoring_sidecar_judge_spend_cap_usd",
+                'scoring_sidecar_score_count{scorer="frustration"}',
             ]
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:

@@ -59,18 +59,20 @@ async def test_the_stand_in_orders_the_demos_answers_good_partial_poor_for_every
     )
     scorers = build_scorers(settings)
     kinds = scorer_kinds()
-    scores: dict[str, dict[tuple[str, str], float]] = {s.id: {} for s in settings.scorers}
+    # The scorers of one agent run (the conversation judges: test_the_stand_in_orders_the_demos_conversations_for_every_conversation_judge).
+    single_run = [s for s in settings.scorers if s.targets.scope != "session"]
+    scores: dict[str, dict[tuple[str, str], float]] = {s.id: {} for s in single_run}
     for agent in AGENTS:
         for conversation in agent.conversations:
             traces = decode_traces(_demo_run(agent, conversation))
-            for configured in settings.scorers:
+            for configured in single_run:
                 runs = spans_to_runs(traces, configured.selection()).runs
                 if runs:  # tool-call accuracy targets the agent that calls tools
                     result = await _score(scorers[configured.id], runs[0])
                     scores[configured.id][(agent.name, conversation.quality)] = float(result.score or 0.0)
     assert set(scores) == {"prompt-alignment", "answer-relevancy", "toxicity", "tool-call-accuracy", "completeness"}
     report = json.dumps({k: {f"{a}/{q}": s for (a, q), s in v.items()} for k, v in scores.items()}, indent=1)
-    for configured in settings.scorers:
+    for configured in single_run:
         by_quality = scores[configured.id]
         sign = 1 if kinds[configured.kind].direction == "higher" else -1
         averages = [

@@ -47,9 +47,11 @@ GROUP_ID = "scoring-sidecar-demo"
 DEMO_SCORERS = ("prompt-alignment", "answer-relevancy", "toxicity")  # the judged ones
 # Every CONVERSATION_EVERY-th trace produced is a turn of a multi-turn conversation (a few open at a time).
 CONVERSATION_EVERY = 3
-# The conversation judges score whole conversations (scope session), which the service scores once its
-# session stage runs (docs/sessions.md): switch this on, with that stage's `sessions` block, to add them.
-CONVERSATION_JUDGES = False
+# The conversations' internal topic (compacted, as an operator creates it: docs/sessions.md), and how long a
+# conversation stays quiet before it is scored: short, so that a demo of a minute shows conversation scores.
+SESSIONS_TOPIC = "otlp_spans.session_turns"
+SESSION_IDLE_S = 8.0
+COMPACTED = {"cleanup.policy": "compact,delete"}
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def demo_config(
                 "targets": {"agents": {"include": ["support-bot"]}},  # the agent that calls tools
             },
             {"id": "completeness", "kind": "completeness"},
-            *(conversation_scorers() if CONVERSATION_JUDGES else []),
+            *conversation_scorers(),
         ],
+        "sessions": {"topic": SESSIONS_TOPIC, "idle_s": SESSION_IDLE_S},
         "runtime": {"commit_interval_s": 1.0, "shutdown_timeout_s": 5, "run_timeout_s": 60},
         "exporters": {
             "prometheus": {"host": metrics_host, "port": metrics_port},
@@ -444,7 +447,11 @@ async def _embedded(
     try:
         print("starting the embedded broker (Tansu, in memory) ...", file=out, flush=True)
         await broker.start_async()
-        await create_topics(broker.bootstrap_servers, {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1})
+        await create_topics(
+            broker.bootstrap_servers,
+            {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1, SESSIONS_TOPIC: 3},
+            configs={SESSIONS_TOPIC: COMPACTED},
+        )
         if stand_in:
             judge_server = await JudgeServer(heuristic_reply, record=False).start()
             print(STAND_IN_NOTICE, file=out, flush=True)

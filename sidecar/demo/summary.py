@@ -203,12 +203,17 @@ def render_summary(
         f"── {title} after {elapsed_s:.0f}s: {produced} traces produced, {summary.records_consumed:.0f} records "
         f"consumed, {summary.spans_seen:.0f} spans seen"
         + ("" if final else f", {summary.in_flight:.0f} runs in flight"),
-        f"{'agent':<18} {'scorer':<20} {'scored':>6} {'failed':>6} {'not scorable':>12} {'shed':>5} {'avg':>5}",
     ]
+    # Columns as wide as their longest name (conversation-completeness is 25 characters).
+    a = max([18, *(len(agent) for agent, _ in summary.cells)])
+    w = max([20, *(len(scorer) for _, scorer in summary.cells)])
+    lines.append(
+        f"{'agent':<{a}} {'scorer':<{w}} {'scored':>6} {'failed':>6} {'not scorable':>12} {'shed':>5} {'avg':>5}"
+    )
     for (agent, scorer), cell in sorted(summary.cells.items()):
         average = cell.average
         lines.append(
-            f"{agent:<18} {scorer:<20} {cell.scored:>6.0f} {cell.failed:>6.0f} {cell.not_scorable:>12.0f} "
+            f"{agent:<{a}} {scorer:<{w}} {cell.scored:>6.0f} {cell.failed:>6.0f} {cell.not_scorable:>12.0f} "
             f"{cell.shed:>5.0f} {'-' if average is None else f'{average:.2f}':>5}"
         )
     if not summary.cells:

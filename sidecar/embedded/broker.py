@@ -199,8 +199,10 @@ async def create_topics(
     topics: Mapping[str, int] | Iterable[str],
     *,
     partitions: int = 1,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
-    """Create topics (name → partitions, or names with ``partitions`` each); existing ones are kept."""
+    """Create topics (name → partitions, or names with ``partitions`` each; ``configs``: a topic's settings, such
+    as a compacted one's ``cleanup.policy``); existing ones are kept."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
@@ -208,7 +210,11 @@ async def create_topics(
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers)
     await admin.start()
     try:
-        new = [NewTopic(name=n, num_partitions=p, replication_factor=1) for n, p in wanted.items()]
+        settings = configs or {}
+        new = [
+            NewTopic(name=n, num_partitions=p, replication_factor=1, topic_configs=dict(settings.get(n, {})))
+            for n, p in wanted.items()
+        ]
         response = await admin.create_topics(new)
         for name, code, *rest in response.topic_errors:
             if code not in (0, TopicAlreadyExistsError.errno):
