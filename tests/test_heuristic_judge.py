@@ -59,7 +59,7 @@ async def test_the_stand_in_orders_the_demos_answers_good_partial_poor_for_every
     )
     scorers = build_scorers(settings)
     kinds = scorer_kinds()
-    # The scorers of one agent run (the conversation judges: test_the_stand_in_orders_the_demos_conversations_for_every_conversation_judge).
+    # The scorers of one agent run (the conversation judges are ordered by the conversations' test below).
     single_run = [s for s in settings.scorers if s.targets.scope != "session"]
     scores: dict[str, dict[tuple[str, str], float]] = {s.id: {} for s in single_run}
     for agent in AGENTS:
