@@ -4,6 +4,9 @@
 A step is recognised by what it must return (the top-level keys of its JSON schema, the judges' wire names)
 and reads the texts its prompt quotes between ``<untrusted_…>`` tags. Each answer carries, in its reasons,
 the rule that decided it ("stand-in heuristic: …"), so that a score can be traced back to words.
+
+One idea over many kinds: a table from a step's schema to its answer, one small function per step; split by
+kind, the table would be scattered across as many files.
 """
 
 from __future__ import annotations

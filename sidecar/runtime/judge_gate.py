@@ -34,6 +34,9 @@ waiting for the judge to recover (not the ones queued for a slot), ``oldest_hold
 wait; ``on_hold`` reports each finished hold's length.
 
 Callbacks run synchronously on the event loop; their exceptions are logged and swallowed.
+
+One module for one idea: every rule above decides the same thing (whether a call may go now, wait, or be
+refused) from one shared state, so they are kept together rather than split across files.
 """
 
 from __future__ import annotations
