@@ -279,7 +279,7 @@ async def test_sigint_stops_the_demo_cleanly(monkeypatch: pytest.MonkeyPatch) ->
 def test_the_summary_says_which_scorers_read_lower_as_better() -> None:
     """Toxicity at 0.00 is the good news: the table says lower is better for it (and for user frustration, a
     conversation judge), not for the others."""
-    from sidecar.demo.command import demo_settings, stand_in_judge_config
+    from sidecar.demo.config import demo_settings, stand_in_judge_config
     from sidecar.demo.summary import lower_is_better
 
     settings = demo_settings(

@@ -103,7 +103,7 @@ async def test_the_stand_in_judge_scores_frustrated_conversations_worse(stand_in
 
 
 def test_the_demos_conversation_judges_validate_at_scope_session() -> None:
-    from sidecar.demo.command import conversation_scorers, demo_config
+    from sidecar.demo.config import conversation_scorers, demo_config
 
     config = demo_config(bootstrap="127.0.0.1:9092", judge={"model": STAND_IN_MODEL}, metrics_host="127.0.0.1",
                          metrics_port=0)  # fmt: skip

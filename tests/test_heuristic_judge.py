@@ -17,7 +17,7 @@ import yaml
 from sidecar.app.scorer_factory import build_scorers
 from sidecar.conventions import spans_to_runs
 from sidecar.core import ScorerRunRequest, SpanTarget
-from sidecar.demo.command import demo_settings, stand_in_judge_config
+from sidecar.demo.config import demo_settings, stand_in_judge_config
 from sidecar.embedded.conversations import SCRIPTS, ConversationTraffic
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS, AgentProfile, Conversation, TrafficGenerator
@@ -393,7 +393,7 @@ async def test_the_stand_in_orders_the_demos_conversations_for_every_conversatio
     """The demo's conversation judges (its own configuration), and a judge written in YAML over
     ``{{ conversation }}``, on each of the demo's conversations: calm ones score best, frustrated ones worst, in
     each kind's direction."""
-    from sidecar.demo.command import conversation_scorers
+    from sidecar.demo.config import conversation_scorers
 
     judge_server.reset(heuristic_reply)
     custom = {
