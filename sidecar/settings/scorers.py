@@ -42,7 +42,7 @@ def scope_refusal(kind: str, scopes: frozenset[Scope], scope: Scope) -> str:
     if scope == "session" and "session" not in scopes:
         # Mastra's single-turn extractors read the first user and assistant message of a run: over a whole
         # conversation such a kind would score turn 1 and call it the conversation's score.
-        whole = sorted(name for name, k in scorer_kinds().items() if "session" in k.scopes)
+        whole = sorted(name for name, k in scorer_kinds().items() if k.prebuilt and "session" in k.scopes)
         return (
             f"kind {kind!r} scores one agent run, one request and its answer (its scopes: {listed}): at scope "
             "session it would read the conversation's first turn only; use a kind that reads whole conversations "
