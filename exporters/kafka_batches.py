@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -29,6 +30,8 @@ from exporters.delivery import CONFIRMED, Entry, Outcome, Settle, failed, reject
 from exporters.partitioner import KeyPartitioner
 
 __all__ = ["KafkaRecord", "ProducerBatches", "delivery_outcome"]
+
+log = logging.getLogger("exporters.kafka_batches")
 
 # The record can never be accepted: retrying would block every later commit forever.
 _PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -81,6 +84,24 @@ class ProducerBatches(Generic[R]):
         self.producer: AIOKafkaProducer | None = None
         self._partitioner = partitioner
         self._max_request_size = max_request_size
+
+    async def connect(self, bootstrap_servers: str, options: dict[str, Any]) -> bool:
+        """Start the producer (raises if the brokers cannot be reached at all); ``False`` if one already runs."""
+        if self.producer is not None:
+            return False
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, **options)
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()
+            raise
+        self.producer = producer
+        return True
+
+    def detach(self) -> AIOKafkaProducer | None:
+        """Take the producer away: batches handed over from now on fail as "the producer is closed"."""
+        producer, self.producer = self.producer, None
+        return producer
 
     async def send(self, batch: Sequence[Entry[R]], settle: Settle[R]) -> None:
         producer = self.producer
@@ -145,3 +166,26 @@ def _delivered(batch: list[Entry[Any]], settle: Settle[Any], delivery: asyncio.F
     if delivery.cancelled():  # the producer was stopped: close() counts what it abandons
         return
     settle(batch, delivery_outcome(delivery.exception()))
+
+
+async def stop_producer(producer: AIOKafkaProducer, timeout_s: float, name: str) -> None:
+    """Stop ``producer``, waiting ``timeout_s`` at most.
+
+    aiokafka's stop() waits until every batch is delivered or expires (request_timeout_ms), and cancelling it
+    would leave its sender and connections running: past the timeout it finishes on its own, held here so that
+    the task is not collected."""
+    stopping = asyncio.ensure_future(producer.stop())
+    stopping.add_done_callback(functools.partial(_stopped, name))
+    await asyncio.wait({stopping}, timeout=timeout_s)
+    if not stopping.done():
+        _STOPPING.add(stopping)
+        log.warning("%s still stopping after %.1fs; it finishes in the background", name, timeout_s)
+
+
+_STOPPING: set[asyncio.Future[None]] = set()
+
+
+def _stopped(name: str, stopping: asyncio.Future[None]) -> None:
+    _STOPPING.discard(stopping)
+    if not stopping.cancelled() and stopping.exception() is not None:
+        log.warning("%s stopped with %r", name, stopping.exception())

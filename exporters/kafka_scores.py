@@ -34,7 +34,6 @@ close the module.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -42,13 +41,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pydantic_core
-from aiokafka import AIOKafkaProducer
 from pydantic import Field
 from pydantic_core import InitErrorDetails
 
 from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, Wording
 from exporters.delivery.letters import SetAsideLetter
-from exporters.kafka_batches import ProducerBatches
+from exporters.kafka_batches import ProducerBatches, stop_producer
 from exporters.partitioner import KeyPartitioner
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
@@ -293,16 +291,8 @@ class KafkaScoreSink:
 
     async def start(self) -> None:
         """Connect (raises if the brokers cannot be reached at all: fail fast at start-up)."""
-        if self._batches.producer is not None:
-            return
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()
-            raise
-        self._batches.producer = producer
-        self._queue.start()
+        if await self._batches.connect(self.bootstrap_servers, self._options):
+            self._queue.start()
 
     async def submit(self, run: ScoredRun) -> None:
         """Queue the run's record, if it has one. Never raises for the broker; waits only while the
@@ -328,18 +318,11 @@ class KafkaScoreSink:
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the producer. Call ``flush`` first: what is still outstanding here is abandoned."""
-        producer, self._batches.producer = self._batches.producer, None
+        producer = self._batches.detach()
         if producer is None:
             return
         await self._queue.close()
-        stopping = asyncio.ensure_future(producer.stop())
-        stopping.add_done_callback(_stopped)
-        await asyncio.wait({stopping}, timeout=timeout_s)
-        if not stopping.done():
-            # aiokafka's stop() waits until every batch is delivered or expires (request_timeout_ms), and
-            # cancelling it would leave its sender and connections running: let it finish on its own.
-            _STOPPING.add(stopping)
-            log.warning("score producer still stopping after %.1fs; it finishes in the background", timeout_s)
+        await stop_producer(producer, timeout_s, "score producer")
 
 
 # -- the exporters.kafka_scores block and the exporter's declaration --------------------------------------------
@@ -396,13 +379,3 @@ def build_kafka_score_sink(block: KafkaScoresExporterSettings, context: Exporter
         set_aside=context.set_aside,
         score_source=context.score_source,
     )
-
-
-# Producers whose stop() outlived close(): referenced until done so that the task is not collected.
-_STOPPING: set[asyncio.Future[None]] = set()
-
-
-def _stopped(stopping: asyncio.Future[None]) -> None:
-    _STOPPING.discard(stopping)
-    if not stopping.cancelled() and stopping.exception() is not None:
-        log.warning("score producer stopped with %r", stopping.exception())

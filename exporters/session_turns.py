@@ -11,15 +11,12 @@ keyed by the conversation id: every turn of a conversation meets in one partitio
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aiokafka import AIOKafkaProducer
-
 from exporters.delivery import DeliveryQueue, DeliveryRules, Wording
-from exporters.kafka_batches import ProducerBatches
+from exporters.kafka_batches import ProducerBatches, stop_producer
 from exporters.partitioner import KeyPartitioner
 from sidecar.core.observers import ServiceObserver
 
@@ -93,16 +90,8 @@ class SessionTurnPublisher:
         return self._queue.confirmed
 
     async def start(self) -> None:
-        if self._batches.producer is not None:
-            return
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._options)
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.stop()
-            raise
-        self._batches.producer = producer
-        self._queue.start()
+        if await self._batches.connect(self.bootstrap_servers, self._options):
+            self._queue.start()
 
     async def publish(
         self, conversation_id: str, key: bytes, value: bytes | None, timestamp_ms: int | None = None
@@ -114,17 +103,8 @@ class SessionTurnPublisher:
         return await self._queue.flush(timeout_s)
 
     async def close(self, timeout_s: float = 5.0) -> None:
-        producer, self._batches.producer = self._batches.producer, None
+        producer = self._batches.detach()
         if producer is None:
             return
         await self._queue.close()
-        stopping = asyncio.ensure_future(producer.stop())
-        await asyncio.wait({stopping}, timeout=timeout_s)
-        if not stopping.done():
-            _STOPPING.add(stopping)
-            stopping.add_done_callback(_STOPPING.discard)
-            log.warning("session topic producer still stopping after %.1fs; it finishes in the background", timeout_s)
-
-
-# Producers whose stop() outlived close(): referenced until done so that the task is not collected.
-_STOPPING: set[asyncio.Future[None]] = set()
+        await stop_producer(producer, timeout_s, "session topic producer")

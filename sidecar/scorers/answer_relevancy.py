@@ -17,6 +17,7 @@ from sidecar.scorers.answer_relevancy_prompts import (
     create_reason_prompt,
     create_score_prompt,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions, js_json
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
@@ -66,9 +67,7 @@ def answer_relevancy_score(
 def create_answer_relevancy_scorer(
     *, model: str | JudgeModel, options: AnswerRelevancyOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options if isinstance(options, AnswerRelevancyOptions) else AnswerRelevancyOptions.model_validate(options or {})
-    )
+    opts = options_as(AnswerRelevancyOptions, options)
     scale = 1.0 if opts.scale is None else opts.scale
 
     def question(ctx: StepContext) -> str:

@@ -25,6 +25,7 @@ from sidecar.scorers.answer_similarity_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions, js_json, js_truthy
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output
@@ -111,11 +112,7 @@ def _ground_truth_text(ground_truth: Any) -> str:
 def create_answer_similarity_scorer(
     *, model: str | JudgeModel, options: AnswerSimilarityOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, AnswerSimilarityOptions)
-        else AnswerSimilarityOptions.model_validate(options or {})
-    )
+    opts = options_as(AnswerSimilarityOptions, options)
     scale = 1.0 if opts.scale is None else opts.scale
 
     def answer(ctx: StepContext) -> str:

@@ -17,6 +17,7 @@ from sidecar.scorers.bias_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output
@@ -53,7 +54,7 @@ def bias_score(verdicts: tuple[BiasVerdict, ...], *, scale: float = 1) -> float:
 
 
 def create_bias_scorer(*, model: str | JudgeModel, options: BiasOptions | dict[str, Any] | None = None) -> Scorer:
-    opts = options if isinstance(options, BiasOptions) else BiasOptions.model_validate(options or {})
+    opts = options_as(BiasOptions, options)
     scale = opts.scale or 1.0
 
     def response(ctx: StepContext) -> str:

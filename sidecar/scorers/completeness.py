@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.js_text import js_trim
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
@@ -161,7 +162,7 @@ def calculate_coverage(original: Sequence[str], simplified: Sequence[str]) -> fl
 
 def create_completeness_scorer(options: CompletenessOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createCompletenessScorer()``: no options (an empty mapping is accepted)."""
-    opts = options if isinstance(options, CompletenessOptions) else CompletenessOptions.model_validate(options or {})
+    opts = options_as(CompletenessOptions, options)
     scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
     _element("went")  # load the lemma table now (about a second, once per process), not on the first span
 

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, Scorer, StepContext, create_scorer
@@ -89,11 +90,7 @@ def create_content_similarity_scorer(options: ContentSimilarityOptions | dict[st
     Unlike Mastra, passing only one option keeps the other's default (Mastra's destructuring default
     applies only when no options object is passed at all, leaving the other option off).
     """
-    opts = (
-        options
-        if isinstance(options, ContentSimilarityOptions)
-        else ContentSimilarityOptions.model_validate(options or {})
-    )
+    opts = options_as(ContentSimilarityOptions, options)
     scale = opts.scale or 1
 
     def preprocess(ctx: StepContext) -> ContentSimilarityPreprocess:

@@ -21,6 +21,7 @@ from sidecar.scorers.context import (
     js_json,
 )
 from sidecar.scorers.context_precision_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
+from sidecar.scorers.options import options_as
 from sidecar.scorers.rag_common import options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
@@ -84,11 +85,7 @@ def create_context_precision_scorer(
     options: ContextPrecisionOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, ContextPrecisionOptions)
-        else ContextPrecisionOptions.model_validate(options or {})
-    )
+    opts = options_as(ContextPrecisionOptions, options)
     scale = 1 if opts.scale is None else opts.scale  # Mastra: options.scale ?? 1 (a scale of 0 stays 0)
 
     def context_of(ctx: StepContext) -> RetrievedContext | None:

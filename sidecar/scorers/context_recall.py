@@ -27,6 +27,7 @@ from sidecar.scorers.context_recall_prompts import (
     create_extract_prompt,
     create_reason_prompt,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.rag_common import ExtractedClaims, options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.verdicts import JudgeOutput, YesNo
@@ -89,7 +90,7 @@ def create_context_recall_scorer(
     options: ContextRecallOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = options if isinstance(options, ContextRecallOptions) else ContextRecallOptions.model_validate(options or {})
+    opts = options_as(ContextRecallOptions, options)
     scale = opts.scale or 1  # falsy → 1, as in Mastra
 
     def context_of(ctx: StepContext) -> RetrievedContext | None:

@@ -28,6 +28,7 @@ from sidecar.scorers.context_relevance_prompts import (
     create_no_context_reason_prompt,
     create_reason_prompt,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.rag_common import options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
@@ -113,11 +114,7 @@ def create_context_relevance_scorer_llm(
     options: ContextRelevanceOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, ContextRelevanceOptions)
-        else ContextRelevanceOptions.model_validate(options or {})
-    )
+    opts = options_as(ContextRelevanceOptions, options)
     scale = 1 if opts.scale is None else opts.scale  # Mastra: options.scale ?? 1 (a scale of 0 stays 0)
 
     def context_of(ctx: StepContext) -> RetrievedContext | None:

@@ -22,6 +22,7 @@ from sidecar.scorers.conversation_common import (
     read_conversation,
 )
 from sidecar.scorers.conversation_completeness_prompts import INSTRUCTIONS, create_analyze_prompt
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput
@@ -122,11 +123,7 @@ def _listed(requests: list[UserRequest], *, reasons: bool = False) -> str:
 def create_conversation_completeness_scorer(
     *, model: str | JudgeModel, options: ConversationCompletenessOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, ConversationCompletenessOptions)
-        else ConversationCompletenessOptions.model_validate(options or {})
-    )
+    opts = options_as(ConversationCompletenessOptions, options)
     scale = opts.scale or 1.0
 
     def analyze_prompt(ctx: StepContext) -> str:

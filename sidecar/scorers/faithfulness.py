@@ -18,6 +18,7 @@ from sidecar.scorers.claims_in_context import (
     share_of_yes,
 )
 from sidecar.scorers.context import ContextExtractor
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.verdicts import JudgeOutput, YesNoUnsure
 from sidecar.scoring import JudgeModel, Scorer
@@ -69,7 +70,7 @@ def create_faithfulness_scorer(
     options: FaithfulnessOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = options if isinstance(options, FaithfulnessOptions) else FaithfulnessOptions.model_validate(options or {})
+    opts = options_as(FaithfulnessOptions, options)
     return create_claims_in_context_scorer(
         _FAITHFULNESS, model=model, options=opts, context_extractor=context_extractor
     )

@@ -18,6 +18,7 @@ from sidecar.scorers.claims_in_context import (
     share_of_yes,
 )
 from sidecar.scorers.context import ContextExtractor
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.verdicts import JudgeOutput, YesNo
 from sidecar.scoring import JudgeModel, Scorer
@@ -69,7 +70,7 @@ def create_hallucination_scorer(
     options: HallucinationOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = options if isinstance(options, HallucinationOptions) else HallucinationOptions.model_validate(options or {})
+    opts = options_as(HallucinationOptions, options)
     return create_claims_in_context_scorer(
         _HALLUCINATION, model=model, options=opts, context_extractor=context_extractor
     )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.keywords import ENGLISH_STOPWORDS, extract_keywords
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
@@ -51,9 +52,7 @@ class KeywordCoverageAnalysis(BaseModel):
 
 def create_keyword_coverage_scorer(options: KeywordCoverageOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createKeywordCoverageScorer()``: no options (an empty mapping is accepted)."""
-    opts = (
-        options if isinstance(options, KeywordCoverageOptions) else KeywordCoverageOptions.model_validate(options or {})
-    )
+    opts = options_as(KeywordCoverageOptions, options)
     scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
 
     def preprocess(ctx: StepContext) -> KeywordCoveragePreprocess | NotScorable:

@@ -26,6 +26,7 @@ from sidecar.scorers.conversation_common import (
     read_conversation,
 )
 from sidecar.scorers.knowledge_retention_prompts import INSTRUCTIONS, create_analyze_prompt
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput
@@ -112,11 +113,7 @@ def _at_least_two_turns(ctx: StepContext) -> Conversation | NotScorable:
 def create_knowledge_retention_scorer(
     *, model: str | JudgeModel, options: KnowledgeRetentionOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, KnowledgeRetentionOptions)
-        else KnowledgeRetentionOptions.model_validate(options or {})
-    )
+    opts = options_as(KnowledgeRetentionOptions, options)
     scale = opts.scale or 1.0
 
     def analyze_prompt(ctx: StepContext) -> str:

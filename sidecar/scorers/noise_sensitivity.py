@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.context import js_json
 from sidecar.scorers.noise_sensitivity_prompts import INSTRUCTIONS, create_analyze_prompt, create_reason_prompt
+from sidecar.scorers.options import options_as
 from sidecar.scorers.rag_common import options_version
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
@@ -149,11 +150,7 @@ def noise_sensitivity_score(analysis: NoiseSensitivityAnalysis, *, scoring: Nois
 def create_noise_sensitivity_scorer_llm(
     *, model: str | JudgeModel, options: NoiseSensitivityOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options
-        if isinstance(options, NoiseSensitivityOptions)
-        else NoiseSensitivityOptions.model_validate(options or {})
-    )
+    opts = options_as(NoiseSensitivityOptions, options)
     scale = opts.scale or 1
 
     def analyze_prompt(ctx: StepContext) -> str | NotScorable:

@@ -24,6 +24,7 @@ from sidecar.scorers.conversation_common import (
     check_turn_numbers,
     read_conversation,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import Need, scorer_kind
 from sidecar.scorers.role_adherence_prompts import INSTRUCTIONS, create_analyze_prompt
 from sidecar.scorers.tools_common import apply_scale, options_version
@@ -96,7 +97,7 @@ class _Prepared:
 def create_role_adherence_scorer(
     *, model: str | JudgeModel, options: RoleAdherenceOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = options if isinstance(options, RoleAdherenceOptions) else RoleAdherenceOptions.model_validate(options or {})
+    opts = options_as(RoleAdherenceOptions, options)
     scale = opts.scale or 1.0
 
     def preprocess(ctx: StepContext) -> _Prepared | NotScorable:

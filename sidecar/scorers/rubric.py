@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, StrictBool, ValidationError, model_validator
 
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions, js_json
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.rubric_prompts import INSTRUCTIONS, NO_RUBRIC_PROMPT, CriterionToGrade, create_analyze_prompt
@@ -156,7 +157,7 @@ def format_rubric_reason(analysis: RubricAnalysis | None) -> str:
 
 
 def create_rubric_scorer(*, model: str | JudgeModel, options: RubricOptions | dict[str, Any] | None = None) -> Scorer:
-    opts = options if isinstance(options, RubricOptions) else RubricOptions.model_validate(options or {})
+    opts = options_as(RubricOptions, options)
     scale = 1.0 if opts.scale is None else opts.scale
     configured = _normalize(opts.criteria)
 

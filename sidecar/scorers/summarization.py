@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import StrictBool, field_validator
 
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.summarization_prompts import (
@@ -142,7 +143,7 @@ def create_summarization_scorer(
     options: SummarizationOptions | dict[str, Any] | None = None,
     source_extractor: SourceExtractor | None = None,
 ) -> Scorer:
-    opts = options if isinstance(options, SummarizationOptions) else SummarizationOptions.model_validate(options or {})
+    opts = options_as(SummarizationOptions, options)
     scale = 1.0 if opts.scale is None else opts.scale
     max_questions = opts.max_questions
 

@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from rapidfuzz.distance import LCSseq
 
 from sidecar.scorers.js_text import JS_WHITESPACE_CLASS, js_split_whitespace, js_trim, utf16_len, utf16_pair
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring import JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
@@ -103,11 +104,7 @@ def textual_difference(first: str, second: str) -> TextualDifferencePreprocess:
 
 def create_textual_difference_scorer(options: TextualDifferenceOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createTextualDifferenceScorer()``: no options (an empty mapping is accepted)."""
-    opts = (
-        options
-        if isinstance(options, TextualDifferenceOptions)
-        else TextualDifferenceOptions.model_validate(options or {})
-    )
+    opts = options_as(TextualDifferenceOptions, options)
     scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
 
     def preprocess(ctx: StepContext) -> TextualDifferencePreprocess | NotScorable:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.sentiment import analyze, sentiment_labels
 from sidecar.scorers.text import get_output_messages_text
@@ -96,7 +97,7 @@ def tone_stability(response: str) -> ToneStability:
 
 def create_tone_scorer(options: ToneOptions | dict[str, Any] | None = None) -> Scorer:
     """Mastra's ``createToneScorer({ referenceTone })``."""
-    opts = options if isinstance(options, ToneOptions) else ToneOptions.model_validate(options or {})
+    opts = options_as(ToneOptions, options)
     reference = opts.reference_tone or None  # Mastra tests it for truthiness: "" scores stability
     scale = opts.scale or 1  # falsy → 1, as Mastra's LLM scorers read it
     sentiment_labels()  # load the lexicon now, not on the first span

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.scorers.options import options_as
 from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
@@ -47,7 +48,7 @@ def toxicity_score(verdicts: tuple[ToxicityVerdict, ...], *, scale: float = 1) -
 def create_toxicity_scorer(
     *, model: str | JudgeModel, options: ToxicityOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = options if isinstance(options, ToxicityOptions) else ToxicityOptions.model_validate(options or {})
+    opts = options_as(ToxicityOptions, options)
     scale = 1.0 if opts.scale is None else opts.scale
 
     def analyze_prompt(ctx: StepContext) -> str:

@@ -25,6 +25,7 @@ from sidecar.scorers.conversation_common import (
     conversation_in,
     read_conversation,
 )
+from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.user_frustration_prompts import INSTRUCTIONS, create_analyze_prompt
@@ -108,9 +109,7 @@ def frustration_reason(analysis: FrustrationAnalysis) -> str:
 def create_user_frustration_scorer(
     *, model: str | JudgeModel, options: UserFrustrationOptions | dict[str, Any] | None = None
 ) -> Scorer:
-    opts = (
-        options if isinstance(options, UserFrustrationOptions) else UserFrustrationOptions.model_validate(options or {})
-    )
+    opts = options_as(UserFrustrationOptions, options)
     scale = opts.scale or 1.0
 
     def analyze_prompt(ctx: StepContext) -> str:
