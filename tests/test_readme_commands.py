@@ -41,6 +41,7 @@ def commands(text: str) -> list[str]:
 
 SETUP = commands(section("Set up on a fresh machine"))
 NEXT_TO_AGENTS = commands(section("Run it next to your agents"))
+OWN_JUDGE = commands(section("Your own judge in YAML"))
 OFFLINE = [c for c in commands(section("Offline evaluation")) if "--stand-in-judge" in c]  # the others need a key
 
 
@@ -136,6 +137,10 @@ def test_the_readme_commands_run_as_written_in_a_fresh_clone(tmp_path: Path) -> 
         else:
             output = run(command, clone, env, timeout_s=300).stdout
             assert output.startswith("config OK"), output
+    validate_own, preview_own = OWN_JUDGE
+    assert run(validate_own, clone, env, timeout_s=300).stdout.startswith("config OK")
+    previewed = run(preview_own, clone, env, timeout_s=300).stdout
+    assert "refund-policy" in previewed and "label" in previewed, previewed
     assert len(OFFLINE) >= 2, OFFLINE  # the RAG kinds and the conversation judges
     for command in OFFLINE:
         output = run(command, clone, env, timeout_s=300).stdout
