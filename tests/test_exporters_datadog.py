@@ -32,7 +32,7 @@ from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.datadog import API_KEY, DatadogStandIn
 from tests.support.judge import SECRET_KEY as JUDGE_KEY
-from tests.support.runs import scored_run_of
+from tests.support.runs import labelled, scored_run_of
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"
@@ -78,23 +78,6 @@ def request_for(
 
 async def scored(scorer: Scorer, request: ScorerRunRequest | None = None) -> ScoredRun:
     return await scored_run_of(scorer, request or request_for(), agent_label="support")
-
-
-def labelled(run: ScoredRun, label: str) -> ScoredRun:
-    """The run as a custom judge returns it: its score with a label (ScorerRunResult.label)."""
-    assert run.result is not None
-    return ScoredRun(
-        request=run.request,
-        scorer_id=run.scorer_id,
-        scorer_name=run.scorer_name,
-        scorer_fingerprint=run.scorer_fingerprint,
-        outcome=run.outcome,
-        result=run.result.model_copy(update={"label": label}),
-        error=run.error,
-        started_unix_nano=run.started_unix_nano,
-        finished_unix_nano=run.finished_unix_nano,
-        agent_label=run.agent_label,
-    )
 
 
 def distinct_spans(n: int) -> list[ScorerRunRequest]:

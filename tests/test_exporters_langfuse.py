@@ -24,7 +24,7 @@ from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY as JUDGE_KEY
 from tests.support.langfuse import PUBLIC_KEY, SECRET_KEY, LangfuseStandIn
-from tests.support.runs import scored_run_of
+from tests.support.runs import labelled, scored_run_of
 
 TRACE_ID = "4BF92F3577B34DA6A3CE929D0E0E4736"  # upper case on purpose: Langfuse files OTLP ids in lower case
 SPAN_ID = "00F067AA0BA902B7"
@@ -74,24 +74,6 @@ def request_for(
 
 async def scored(scorer: Scorer, request: ScorerRunRequest | None = None) -> ScoredRun:
     return await scored_run_of(scorer, request or request_for(), agent_label="support")
-
-
-def labelled(run: ScoredRun, label: str) -> ScoredRun:
-    """The run as a custom judge returns it: its score with a label (ScorerRunResult.label)."""
-    assert run.result is not None
-    result = run.result.model_copy(update={"label": label})
-    return ScoredRun(
-        request=run.request,
-        scorer_id=run.scorer_id,
-        scorer_name=run.scorer_name,
-        scorer_fingerprint=run.scorer_fingerprint,
-        outcome=run.outcome,
-        result=result,
-        error=run.error,
-        started_unix_nano=run.started_unix_nano,
-        finished_unix_nano=run.finished_unix_nano,
-        agent_label=run.agent_label,
-    )
 
 
 def distinct_spans(n: int) -> list[ScorerRunRequest]:

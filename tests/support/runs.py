@@ -3,6 +3,7 @@ record made directly (for what no real scorer returns, such as a NaN score)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -83,3 +84,9 @@ def finished_run(
         finished_unix_nano=0,
         agent_label=agent,
     )
+
+
+def labelled(run: ScoredRun, label: str) -> ScoredRun:
+    """The run as a custom judge returns it: its score with a label (ScorerRunResult.label)."""
+    assert run.result is not None
+    return dataclasses.replace(run, result=run.result.model_copy(update={"label": label}))
