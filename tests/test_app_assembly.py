@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -196,6 +197,29 @@ def test_validate_estimates_judge_load_and_cost_for_a_traffic_rate() -> None:
         capture_output=True, text=True, cwd=ROOT, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "write a rate such as 50/s" in bad.stderr
+
+
+def test_validate_estimates_a_conversation_scorer_once_per_conversation_with_every_turn_in_its_prompt() -> None:
+    def validate(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", "validate", "--config",
+             str(ROOT / "examples" / "eval-conversations.yaml"), "--traffic", "60/s", "--call-tokens", "1000/200",
+             *extra],
+            capture_output=True, text=True, cwd=ROOT, check=False,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test", "JUDGE_MODEL": "openai/gpt-4o-mini"},
+        )  # fmt: skip
+
+    done = validate("--turns-per-conversation", "4")
+    assert done.returncode == 0, done.stderr
+    assert "once per conversation of 4 traces (turns), its prompt quoting every turn" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if line.strip().startswith("frustration"))
+    # One judge call per conversation: 1,000 traces are 250 conversations of 4 turns, each call quoting the
+    # 4 turns (4 × 1,000 input tokens). At 60 traces/s, 15 calls/s × (4,000 × 0.15 + 200 × 0.60) / 1e6 USD
+    # × 3,600 s = 38.88 USD/hour at gpt-4o-mini's list prices.
+    assert row.split()[1:] == ["(*)", "openai/gpt-4o-mini", "4000", "1", "1", "250", "38.88"], row
+    assert validate("--turns-per-conversation", "4").stdout == done.stdout  # the same answer twice
+    refused = validate("--turns-per-conversation", "0.5")
+    assert refused.returncode == 2 and "a conversation has at least one turn" in refused.stderr
 
 
 def test_the_live_sinks_follow_the_exporters_settings() -> None:

@@ -8,6 +8,11 @@ tokens: a judge prompt quoting a short agent exchange) priced with the litellm p
 metrics' estimated cost uses. A scorer whose options write its own prompt text (a judge written in YAML: its
 instructions, its template, its answer's schema) adds that text's tokens to each call's input, so a long
 policy in a template shows in the estimate.
+
+A conversation scorer (``targets.scope: session``) runs once per conversation, not per trace: each trace is a
+turn, so its runs are ``1 / turns_per_conversation`` per trace (one window per conversation: a conversation
+that falls quiet for ``sessions.idle_s`` and resumes is scored again), and its prompt quotes every turn, so
+each call's input is ``turns_per_conversation`` times the per-call size.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = ["ScorerCost", "estimate_costs", "parse_traffic", "render_costs"]
 
 _TRAFFIC = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*/\s*(?P<unit>s|sec|m|min|h|hour)\s*$")
 _PER_SECOND = {"s": 1.0, "sec": 1.0, "m": 1 / 60, "min": 1 / 60, "h": 1 / 3600, "hour": 1 / 3600}
+DEFAULT_TURNS_PER_CONVERSATION = 5.0
 
 
 def parse_traffic(text: str) -> float:
@@ -45,6 +51,7 @@ class ScorerCost:
     sampling: float
     calls_per_1000_traces: float
     usd_per_hour: float | None  # None: no judge, or the model has no known price
+    per_conversation: bool = False  # a conversation scorer: runs once per conversation of several traces
 
 
 def estimate_costs(
@@ -55,19 +62,20 @@ def estimate_costs(
     input_tokens: int = 1500,
     output_tokens: int = 300,
     spans_per_trace: float = 1.0,
+    turns_per_conversation: float = DEFAULT_TURNS_PER_CONVERSATION,
 ) -> list[ScorerCost]:
-    usage = JudgeUsage(input_tokens=input_tokens, output_tokens=output_tokens)
     rows = []
     for scorer_settings in settings.scorers:
         scorer = scorers[scorer_settings.id]
         judge = settings.judges[scorer_settings.judge].to_judge_model() if scorer_settings.judge else None
         facts = facts_for(scorer_settings, scorer)
         calls = facts.judge_calls_per_run if judge is not None else 0.0
-        per_1000 = 1000 * spans_per_trace * scorer_settings.sampling * calls
-        tokens_in = input_tokens + facts.prompt_tokens
-        call_usage = (
-            usage if not facts.prompt_tokens else JudgeUsage(input_tokens=tokens_in, output_tokens=output_tokens)
-        )
+        per_conversation = scorer_settings.targets.scope == "session"
+        runs_per_trace = 1 / turns_per_conversation if per_conversation else spans_per_trace
+        per_1000 = 1000 * runs_per_trace * scorer_settings.sampling * calls
+        quoted = round(input_tokens * turns_per_conversation) if per_conversation else input_tokens
+        tokens_in = quoted + facts.prompt_tokens
+        call_usage = JudgeUsage(input_tokens=tokens_in, output_tokens=output_tokens)
         per_call = estimate_cost_usd(judge.litellm_model, call_usage) if judge is not None else None
         hourly = per_call * per_1000 / 1000 * traces_per_s * 3600 if per_call is not None and calls else None
         rows.append(
@@ -79,6 +87,7 @@ def estimate_costs(
                 sampling=scorer_settings.sampling,
                 calls_per_1000_traces=per_1000,
                 usd_per_hour=hourly,
+                per_conversation=per_conversation,
             )
         )
     return rows
@@ -91,22 +100,32 @@ def render_costs(
     input_tokens: int,
     output_tokens: int,
     caps: Mapping[str, tuple[float, str]] | None = None,
+    turns_per_conversation: float = DEFAULT_TURNS_PER_CONVERSATION,
 ) -> str:
     """The table; ``caps`` maps a judge model to its (spend cap in USD/hour, on_spend_cap policy)."""
     lines = [
         f"estimated judge load at {traces_per_s:g} traces/s (one scored span per trace, "
         f"{input_tokens} input + {output_tokens} output tokens per call, plus a custom judge's own prompt, list "
         "prices):",
-        f"  {'scorer':<24} {'judge':<28} {'tokens in':>9} {'calls/run':>9} {'sampling':>8} {'calls/1000 traces':>17} "
-        f"{'USD/hour':>10}",
     ]
+    if any(row.per_conversation for row in rows):
+        lines.append(
+            f"  (*) once per conversation of {turns_per_conversation:g} traces (turns), its prompt quoting every turn "
+            "(--turns-per-conversation)"
+        )
+    width = max([24, *(len(row.scorer) + row.per_conversation * 4 for row in rows)])
+    lines.append(
+        f"  {'scorer':<{width}} {'judge':<28} {'tokens in':>9} {'calls/run':>9} {'sampling':>8} "
+        f"{'calls/1000 traces':>17} {'USD/hour':>10}"
+    )
     for row in rows:
         cost = "-" if row.usd_per_hour is None else f"{row.usd_per_hour:.2f}"
         if row.judge is not None and row.calls_per_run and row.usd_per_hour is None:
             cost = "no price"
         tokens = str(row.input_tokens_per_call) if row.calls_per_run else "-"
+        name = f"{row.scorer} (*)" if row.per_conversation else row.scorer
         lines.append(
-            f"  {row.scorer:<24} {row.judge or '(code)':<28} {tokens:>9} {row.calls_per_run:>9g} {row.sampling:>8g} "
+            f"  {name:<{width}} {row.judge or '(code)':<28} {tokens:>9} {row.calls_per_run:>9g} {row.sampling:>8g} "
             f"{row.calls_per_1000_traces:>17g} {cost:>10}"
         )
     total = sum(r.usd_per_hour or 0.0 for r in rows)

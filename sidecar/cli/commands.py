@@ -70,7 +70,7 @@ def validate(args: argparse.Namespace) -> int:
 
     counts = f"{counted(len(settings.scorers), 'scorer')} ({ids}), {counted(len(settings.judges), 'judge')} ({judges})"
     if args.traffic is not None:
-        estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens)
+        estimate = _cost_estimate(settings, scorers, args.traffic, args.call_tokens, args.turns_per_conversation)
         if estimate is None:
             return 2
     from sidecar.app.judge_keys import judges_without_key
@@ -97,7 +97,9 @@ def validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cost_estimate(settings: EvalSettings, scorers: dict[str, Scorer], traffic: str, call_tokens: str) -> str | None:
+def _cost_estimate(
+    settings: EvalSettings, scorers: dict[str, Scorer], traffic: str, call_tokens: str, turns: float
+) -> str | None:
     from sidecar.app.cost_estimate import estimate_costs, parse_traffic, render_costs
 
     try:
@@ -110,13 +112,30 @@ def _cost_estimate(settings: EvalSettings, scorers: dict[str, Scorer], traffic: 
             file=sys.stderr,
         )
         return None
-    rows = estimate_costs(settings, scorers, traces_per_s=rate, input_tokens=input_tokens, output_tokens=output_tokens)
+    if not turns >= 1:
+        print(f"validate: --turns-per-conversation {turns:g}: a conversation has at least one turn", file=sys.stderr)
+        return None
+    rows = estimate_costs(
+        settings,
+        scorers,
+        traces_per_s=rate,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        turns_per_conversation=turns,
+    )
     caps = {
         judge.to_judge_model().litellm_model: (judge.spend_cap_usd_per_hour, judge.on_spend_cap)
         for judge in settings.judges.values()
         if judge.spend_cap_usd_per_hour is not None
     }
-    return render_costs(rows, traces_per_s=rate, input_tokens=input_tokens, output_tokens=output_tokens, caps=caps)
+    return render_costs(
+        rows,
+        traces_per_s=rate,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        caps=caps,
+        turns_per_conversation=turns,
+    )
 
 
 def _worker_position(value: str) -> tuple[int, int]:

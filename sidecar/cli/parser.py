@@ -165,6 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="IN/OUT",
         help="input/output tokens per judge call for the cost estimate (default 1500/300)",
     )
+    validate.add_argument(
+        "--turns-per-conversation",
+        type=float,
+        default=5.0,
+        metavar="N",
+        help="for the cost estimate of scope: session scorers: traces (turns) per conversation, each conversation "
+        "scored once with every turn in its prompt (default 5)",
+    )
     return parser
 
 
