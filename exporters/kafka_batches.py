@@ -4,7 +4,8 @@ What the delivery queue hands over goes out in batches built per partition with 
 record, one append to a batch instead of ``send()``'s validation, metadata wait, future and callback;
 docs/delivery.md has the figures), and each batch is settled by its delivery callback, so batches of several
 partitions are in flight at once. A record names its partition key: the record's key for score records, the
-conversation id for a conversation's turns (every turn of a conversation on one partition).
+conversation id for a conversation's turns (every turn of a conversation on one partition). The producer's
+start and bounded stop live here too, the same for both.
 """
 
 from __future__ import annotations
