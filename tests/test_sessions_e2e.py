@@ -15,12 +15,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.core.scored import score_id_of
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.conversations import Turn, turn_trace
+from tests.support.faulty_judge import FaultyJudge
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.session_scorers import TurnCountOptions, create_turn_count_scorer
 from tests.support.sessions import (
@@ -481,3 +483,61 @@ async def test_a_backlog_of_traces_keeps_each_conversation_in_one_window_while_s
     }
     assert sample(metrics, "scoring_sidecar_session_turns_total", {"outcome": "late"}) == 0
     assert sample(metrics, "scoring_sidecar_session_turns_total", {"outcome": "no_conversation"}) == 8000
+
+
+@pytest.mark.slow
+async def test_a_judge_outage_holds_the_closed_windows_and_the_judge_metrics_equal_what_the_judge_answered(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+) -> None:
+    """Windows that close while the judge refuses connections are held, not shed or scored empty: once it is back,
+    each conversation is scored once over all its turns, and the call and token counters are the judge's own."""
+    judge = FaultyJudge()
+    await judge.up()
+    frustration = {"id": "frustration", "kind": "user-frustration", "judge": "default", "targets": {"scope": "session"}}
+    setup = await session_sidecar(
+        tmp_path, kafka_bootstrap, new_topic, unique_name, judge,  # type: ignore[arg-type]  # only its url is read
+        sessions={"idle_s": 2.0}, scorers=[frustration],
+        judge={"timeout_s": 3, "max_retries": 1, "circuit_breaker": {"failure_threshold": 3, "reset_after_s": 2}},
+    )  # fmt: skip
+    said = {f"held-{n}": dialogue(n, 2) for n in range(4)}
+    traces: dict[str, list[SplitTrace]] = {}
+    sidecar = setup.process
+    sidecar.start()
+    try:
+        await sidecar.wait_ready(60)
+        await judge.down()
+        for i in range(2):
+            await say(kafka_bootstrap, setup.spans, said, i, traces)
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(10)  # every window closed (idle_s 2) and met a judge that is down
+        text = await sidecar.metrics_text()
+        assert sample(text, "scoring_sidecar_judge_held_runs", {}) == len(said)
+        assert sample(text, "scoring_sidecar_scorer_runs_total", {"outcome": "shed"}) == 0
+        assert sample(text, "scoring_sidecar_scorer_runs_total", {"outcome": "failed"}) == 0
+        assert await read_topic(kafka_bootstrap, setup.scores, expect=1, timeout_s=1) == []
+
+        await judge.up()
+        records = await wait_for_scores(kafka_bootstrap, setup.scores, len(said), timeout_s=60)
+        await asyncio.sleep(1.0)  # a checkpoint after the last export
+        text = await sidecar.metrics_text()
+        assert sidecar.terminate() == 0
+    finally:
+        sidecar.kill()
+        await judge.down()
+
+    scores = scores_by_conversation(records)
+    assert set(scores) == set(said)
+    for cid, values in scores.items():
+        assert len({v["scoreId"] for v in values}) == 1
+        assert values[-1]["turnTraceIds"] == [t.trace_id for t in traces[cid]]
+    assert sample(text, "scoring_sidecar_judge_held_runs", {}) == 0
+    answered = sum(
+        sample(text, "scoring_sidecar_judge_calls_total", {"outcome": outcome})
+        for outcome in ("ok", "invalid_output", "rate_limited", "error", "timeout")
+    )
+    assert answered == judge.requests > 0
+    assert sample(text, "scoring_sidecar_judge_tokens_total", {"type": "input"}) == judge.input_tokens
+    assert sample(text, "scoring_sidecar_judge_tokens_total", {"type": "output"}) == judge.output_tokens
