@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from sidecar.app.scorer_factory import ScorerBuildError, build_scorer, build_scorers
 from sidecar.cli import main
@@ -68,6 +70,34 @@ def test_example_config_is_valid_and_builds(monkeypatch: pytest.MonkeyPatch) -> 
     selection = settings.scorers[0].selection()
     assert selection.sample_rate == 0.25
     assert selection.agents.allows("support-bot") and not selection.agents.allows("support-canary")
+
+
+def settings_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key the configuration file takes, dotted, blocks and the keys inside them."""
+    keys = []
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        keys.append(key)
+        for inner in _models_in(field.annotation):
+            keys += settings_keys(inner, key + ".")
+    return keys
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def test_the_example_config_documents_every_key() -> None:
+    """The README promises that examples/sidecar.yaml documents every key: each one stands there, set or as a
+    commented line, so a key added to the settings without its line here fails."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    keys = settings_keys(Settings)
+    assert {"kafka.key_sampling", "exporters.datadog.remember_sent", "sessions.caps"} <= set(keys)
+    # set or commented, in block style, in a list item (- id:) or inside a flow mapping ({min: 0.7})
+    absent = [k for k in keys if not re.search(rf"(^|[\s{{,#-]){re.escape(k.rsplit('.', 1)[-1])}:", text)]
+    assert absent == [], f"keys missing from {EXAMPLE.name}: {absent}"
 
 
 def test_minimal_config_defaults() -> None:

@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the embedded default: broker, synthetic agent traffic and the real service (no API key needed)",
         description="Start an embedded Kafka-compatible broker, produce synthetic agent traces through it and "
         "score them with the real service (prompt alignment, answer relevancy, toxicity, tool-call accuracy, "
-        "completeness), printing a live summary. Without --judge-model or OPENAI_API_KEY the judge is a local "
+        "completeness; on multi-turn conversations the conversation judges), printing a live summary. Without "
+        "--judge-model or OPENAI_API_KEY the judge is a local "
         "stand-in heuristic, not a language model. --serve leaves the service out, for `scoring-sidecar run` in "
         "another terminal.",
     )

@@ -6,7 +6,8 @@ What runs, all in this process except the broker:
 - a producer writing synthetic agent traffic as OTLP records (``sidecar.embedded.traffic``: three agents,
   good / partial / poor answers, OTel GenAI and OpenInference conventions) at ``--rate`` traces/s;
 - the real service (``run_service``) on it: prompt alignment, answer relevancy and toxicity (LLM judge),
-  tool-call accuracy and completeness (code),
+  tool-call accuracy and completeness (code), and the conversation judges (``scope: session``) on its multi-turn
+  conversations,
   Prometheus ``/metrics``, score records on the ``agent_scores`` topic, OTLP export with ``--otlp-endpoint``;
 - a judge: ``--judge-model`` (or ``openai/gpt-4o-mini`` when ``OPENAI_API_KEY`` is set) through litellm, else a
   local server answering the judge protocol with transparent word rules (``sidecar.embedded.heuristic_judge``).
