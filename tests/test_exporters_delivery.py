@@ -293,6 +293,11 @@ def test_retry_after_in_all_its_forms() -> None:
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({"Retry-After": "-5"}) == 0.0
     assert parse_retry_after({}) is None and parse_retry_after(None) is None
+    # Numbers no one can wait for are as if absent (a NaN deadline would hold an item forever).
+    for unreadable in ("nan", "inf", "-inf", "1e999"):
+        assert parse_retry_after({"Retry-After": unreadable}) is None, unreadable
+        assert parse_retry_after({"retry-after-ms": unreadable}) is None, unreadable
+    assert parse_retry_after({"retry-after-ms": "nan", "Retry-After": "2"}) == 2.0
 
 
 def test_the_status_classifier_asks_the_sinks_hooks_first() -> None:
