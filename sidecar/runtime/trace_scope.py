@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aiokafka import TopicPartition
 
@@ -235,14 +235,14 @@ class TraceScope:
         claim = self._work[key] = Claim(parts, done)
         if rejects:
             task = self._dispatcher.spawn(self._set_aside(trace, rejects), claim)
-            task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
+            task.add_done_callback(_part_done_if_ok(claim, "setting aside its dead letters", trace))
         if turns:
             assert self._turns is not None
             task = self._dispatcher.spawn(self._turns.publish(turns), claim)
             if trace.first_ms is not None:
                 self._publishing[id(task)] = trace.first_ms
             task.add_done_callback(lambda t: self._publishing.pop(id(t), None))
-            task.add_done_callback(lambda t: None if t.cancelled() else claim.part_done())
+            task.add_done_callback(_part_done_if_ok(claim, "publishing its conversation turns", trace))
         for configured, request in runs:
             self._dispatcher.start(configured, request, claim)
         self._capacity.update()
@@ -357,3 +357,24 @@ class TraceScope:
 
 def _holds_agent_span(trace: BufferedTrace[TopicPartition]) -> bool:
     return any(classify(item.span.attributes)[0] == "agent" for item in trace.decoded())
+
+
+def _part_done_if_ok(
+    claim: Claim, what: str, trace: BufferedTrace[TopicPartition]
+) -> Callable[[asyncio.Task[None]], None]:
+    """The claim's part is done only once its work succeeded: a failure keeps the trace's records uncommitted (read
+    again after a restart) instead of committing them without what the work should have written."""
+
+    def settle(task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error(
+                "trace %s on %s: %s failed (%r); its records stay uncommitted and are read again after a restart",
+                trace.trace_id.hex(), trace.partition, what, error,
+            )  # fmt: skip
+            return
+        claim.part_done()
+
+    return settle
