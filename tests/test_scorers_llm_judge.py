@@ -27,6 +27,7 @@ from sidecar.scoring import AgentRunInput, ScorerRunError, ScorerRunResult
 from sidecar.scoring.agent import SystemMessage, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import quote_untrusted
 from sidecar.scoring.steps import ScorerRun
+from sidecar.scoring.types import to_json_value
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted
@@ -410,3 +411,24 @@ def test_jinja_globals_and_loops_are_not_taken_for_unknown_variables() -> None:
     assert template.render({"tool_calls": ("a", "b"), "output": "x"}) == (
         "01 1 <untrusted_output>\nx\n</untrusted_output>"
     )
+
+
+def test_every_variable_reads_the_same_from_a_typed_run_and_from_its_json_form() -> None:
+    """The service hands typed runs, eval and scripts JSON: the judge gets one prompt either way, a tool call that
+    failed included."""
+    calls = (
+        ToolInvocation(
+            state="result", tool_call_id="1", tool_name="refund", args={"id": 3}, result={"error": "denied"}
+        ),
+        ToolInvocation(state="result", tool_call_id="2", tool_name="search", args={"q": "policy"}, result=["30 days"]),
+    )
+    run_input = AgentRunInput(
+        input_messages=(user_message("Refund order 3?"),),
+        system_messages=(SystemMessage(content="You are a support agent."),),
+    )
+    run_output = (assistant_message("I could not refund it.", tool_invocations=calls),)
+    typed = ScorerRun(input=run_input, output=run_output, run_id="r")
+    as_json = ScorerRun(input=to_json_value(run_input), output=to_json_value(run_output), run_id="r")
+    for name in ("input", "output", "system", "messages", "tool_calls", "conversation"):
+        assert run_text(name, typed) == run_text(name, as_json), name
+    assert run_text("tool_calls", typed)[0] == 'refund({"id": 3}) → error: denied'

@@ -27,7 +27,7 @@ from sidecar.scorers.text import (
     get_user_message_from_run_input,
 )
 from sidecar.scorers.tools import ToolCall, tool_invocations
-from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart, ToolInvocation, ToolInvocationPart
+from sidecar.scoring.agent import AgentMessage, AgentRunInput, TextPart, ToolInvocationPart
 from sidecar.scoring.steps import ScorerRun
 from sidecar.scoring.types import to_json_value
 
@@ -250,26 +250,9 @@ def _call_line(call: ToolCall) -> str:
     return f"{head} → {_text_or_json(call.result)}"
 
 
-def _invocation_line(call: ToolInvocation) -> str:
-    head = f"{call.tool_name}({_text_or_json(call.args)})"
-    if call.state != "result":
-        return f"{head} → (no result)"
-    return f"{head} → {_text_or_json(call.result)}"
-
 
 def _tool_calls(run: ScorerRun) -> tuple[str, ...]:
-    value, output = run.input, run.output
-    typed_output = isinstance(output, tuple | list) and all(isinstance(m, AgentMessage) for m in output)
-    if typed_output and (value is None or isinstance(value, AgentRunInput)):
-        # The service's runs, typed: the turn's calls read directly (the generic reading goes through JSON).
-        turn: list[AgentMessage] = []
-        if isinstance(value, AgentRunInput):
-            inputs = value.input_messages
-            last_user = max((i for i, m in enumerate(inputs) if m.role == "user"), default=-1)
-            turn.extend(m for m in inputs[last_user + 1 :] if m.role in ("assistant", "tool"))
-        turn.extend(output)
-        return tuple(_invocation_line(call) for message in turn for call in message.tool_invocations)
-    return tuple(_call_line(call) for call in tool_invocations(value, output))
+    return tuple(_call_line(call) for call in tool_invocations(run.input, run.output))
 
 
 def _conversation(run: ScorerRun) -> tuple[str, ...]:
