@@ -5,6 +5,7 @@ the shape ddtrace sends and answers as Datadog does (tests/support/datadog.py): 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -220,6 +221,29 @@ async def test_a_redelivery_within_the_process_writes_nothing_twice(
         await sink.submit(run)
     assert await sink.flush(10) is True
     assert sorted(datadog.score_ids()) == sorted(run.score_id for run in runs) and sink.already_sent == 4
+
+
+async def test_a_submit_cancelled_while_it_waits_for_room_is_sent_when_the_run_comes_again(
+    datadog: DatadogStandIn, make_sink: SinkFactory
+) -> None:
+    """A run whose submit never queued (a revoked partition cancels its waiting runs) is redelivered later: that
+    copy must be written, not taken for one already on its way."""
+    sink = make_sink(max_pending=1)
+    await sink.start()
+    first, second = [await scored(code_scorer(), request) for request in distinct_spans(2)]
+    datadog.always = 503  # the first stays unconfirmed: no room for the second
+    await sink.submit(first)
+    waiting = asyncio.ensure_future(sink.submit(second))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    datadog.always = None
+    assert await sink.flush(10) is True
+    await sink.submit(second)  # redelivered
+    assert await sink.flush(10) is True
+    assert sorted(datadog.score_ids()) == sorted([first.score_id, second.score_id]) and sink.already_sent == 0
 
 
 async def test_a_400_finds_the_refused_evaluation_drops_and_sets_it_aside(

@@ -183,6 +183,15 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
             self._on_their_way.add(score_id)
         return evaluation
 
+    async def submit(self, run: ScoredRun) -> None:
+        try:
+            await super().submit(run)
+        except BaseException:
+            # Never queued (cancelled while waiting for room, or the sink not started): when the run comes again
+            # it must be sent, not taken for one on its way.
+            self._on_their_way.discard(run.score_id)
+            raise
+
     async def send(self, batch: Sequence[Entry[DatadogEvaluation]], settle: Settle[DatadogEvaluation]) -> None:
         def settled(entries: Sequence[Entry[DatadogEvaluation]], outcome: Outcome) -> None:
             if outcome.kind == "confirmed":
