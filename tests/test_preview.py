@@ -4,6 +4,7 @@ the group or committing and with nothing exported; a file of OTLP records; a dat
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,16 @@ def test_preview_of_a_dataset_and_what_it_refuses(tmp_path: Path, capsys: Any, m
     missing = ["preview", "--config", str(config), "--scorer", "language-match", "--file", str(tmp_path / "none")]
     assert main(missing) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_terminal_escapes_in_traced_content_are_shown_not_obeyed(tmp_path: Path, capsys: Any) -> None:
+    """A span's text may hold escape sequences that would erase or rewrite what the operator reads."""
+    dataset = tmp_path / "escapes.jsonl"
+    item = {"id": "esc", "input": "Refund?\u001b[2K\u001b]0;pwned\u0007", "output": "Yes\u001b[1A\u009b2J."}
+    dataset.write_text(json.dumps(item) + "\n", encoding="utf-8")
+    config = ROOT / "examples" / "eval-custom-judges.yaml"
+    argv = ["preview", "--config", str(config), "--dataset", str(dataset), "--scorer", "refund-policy"]
+    assert main([*argv, "--stand-in-judge"]) == 0
+    printed = capsys.readouterr().out
+    assert "\u001b" not in printed and "\u0007" not in printed and "\u009b" not in printed
+    assert "Refund?\\x1b[2K\\x1b]0;pwned\\x07" in printed and "Yes\\x1b[1A\\x9b2J." in printed

@@ -137,7 +137,17 @@ def render_outcome(index: int, total: int, outcome: PreviewOutcome, *, limit: in
         lines.append(
             f"   tokens {outcome.input_tokens} in / {outcome.output_tokens} out · est. cost ${outcome.cost_usd:.6f}"
         )
-    return "\n".join(lines)
+    return printable("\n".join(lines))
+
+
+# Control characters but the line break and the tab: traced content may hold terminal escapes that would hide or
+# rewrite what the operator reads.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: each control character (an escape sequence's start) written as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def _one_line(text: str, limit: int = 400) -> str:
