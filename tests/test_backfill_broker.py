@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -441,3 +442,34 @@ def _expire_first_burst(s3: S3Emulator, bucket: str, topic: str, *, first_kept: 
     for key in batches:
         client.delete_object(Bucket=bucket, Key=key)
     return batches
+
+
+async def test_a_taken_metrics_port_names_the_backfills_own_flag(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    judge_server.reset(CountingJudge())
+    spans = await new_topic("spans", partitions=1)
+    manifest = await produce_in_bursts(kafka_bootstrap, spans, [list(TrafficGenerator(seed=36).traces(3))])
+    config = sidecar_config(
+        bootstrap=kafka_bootstrap, spans_topic=spans, scores_topic=await new_topic("scores"),
+        dead_topic=await new_topic("dead"), group=unique_name("live"), judge_url=judge_server.url,
+        metrics_port=free_port(), scorers=SCORERS,
+    )  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = await run_backfill(
+            write_config(tmp_path, config), "--from", iso(manifest.marks[0]), "--yes", "--sample-runs", "0",
+            "--metrics-port", str(port),
+        )  # fmt: skip
+    assert code == 2, out + err
+    [line] = failure_lines(err)
+    assert f":{port}: the port is taken" in line and line.endswith(
+        "pass backfill --metrics-port N (0: a free port), or leave it out: the backfill serves no metrics"
+    ), line
+    assert "Traceback" not in err

@@ -245,7 +245,8 @@ async def _metrics_server(
     try:
         await server.start()
     except OSError as exc:
-        raise listen_failure(host, options.metrics_port, exc) from exc
+        advice = "pass backfill --metrics-port N (0: a free port), or leave it out: the backfill serves no metrics"
+        raise listen_failure(host, options.metrics_port, exc, advice=advice) from exc
     service.metrics_url = f"{server.url}/metrics"
     print(f'metrics (mode="backfill") on {server.url}/metrics', file=out)
     return server

@@ -93,15 +93,20 @@ class BrokerWait:
         )
 
 
-def listen_failure(host: str, port: int, error: OSError) -> StartupFailure:
-    """The one line for a metrics port that cannot be bound (taken, privileged, an address not on this host)."""
+RUN_PORT_ADVICE = (
+    "change exporters.prometheus.port (or exporters.prometheus.host), or pass run --metrics-port N (0: a free port)"
+)
+
+
+def listen_failure(host: str, port: int, error: OSError, *, advice: str = RUN_PORT_ADVICE) -> StartupFailure:
+    """The one line for a metrics port that cannot be bound (taken, privileged, an address not on this host), ending
+    with ``advice``: what changes the port for the command that failed."""
     # aiohttp's message repeats the address: the errno's own words are enough beside host:port.
     why = os.strerror(error.errno) if error.errno else str(error)
     if error.errno == errno.EADDRINUSE:
         why = "the port is taken (another process listens on it)"
     return StartupFailure(
-        f"cannot serve /metrics, /healthz and /readyz on {host}:{port}: {why}: change exporters.prometheus.port "
-        "(or exporters.prometheus.host), or pass run --metrics-port N (0: a free port)",
+        f"cannot serve /metrics, /healthz and /readyz on {host}:{port}: {why}: {advice}",
         EXIT_INVALID,
     )
 

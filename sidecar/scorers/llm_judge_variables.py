@@ -250,7 +250,6 @@ def _call_line(call: ToolCall) -> str:
     return f"{head} → {_text_or_json(call.result)}"
 
 
-
 def _tool_calls(run: ScorerRun) -> tuple[str, ...]:
     return tuple(_call_line(call) for call in tool_invocations(run.input, run.output))
 
