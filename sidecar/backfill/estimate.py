@@ -25,7 +25,6 @@ from sidecar.backfill.tally import BackfillTally, JudgeTotals
 from sidecar.core import ScorerRunRequest
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring import Scorer
 from sidecar.settings import Settings
 
@@ -97,8 +96,7 @@ async def measure_calls(
 
 
 async def _attempt(scorer: Scorer, request: ScorerRunRequest, timeout_s: float) -> None:
-    context = {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
-    await attempt_scorer(scorer, request, timeout_s=timeout_s, request_context=context)
+    await attempt_scorer(scorer, request, timeout_s=timeout_s)
 
 
 def _spread(requests: list[ScorerRunRequest], n: int) -> list[ScorerRunRequest]:

@@ -18,8 +18,8 @@ from sidecar.core import ScorerRunRequest
 from sidecar.eval.dataset import load_dataset
 from sidecar.ingest.decode import TraceDecodeError, decode_traces
 from sidecar.ingest.pipeline import IngestConfig, process_record
+from sidecar.runtime.attempt import request_context_of
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.settings import EvalSettings
 
 __all__ = ["PreviewRun", "PreviewSourceError", "RecordsRead", "runs_from_dataset", "runs_from_file", "runs_from_topic"]
@@ -75,7 +75,7 @@ def _runs_of_records(
             processed = process_record(value, config)
             if any(letter.reason.value == "decode_error" for letter in processed.dead_letters):
                 undecodable += 1
-            found.extend(PreviewRun(run, _context_of(run), where=where) for run in processed.runs)
+            found.extend(PreviewRun(run, request_context_of(run), where=where) for run in processed.runs)
     else:
         spans: dict[bytes, list[TraceSpan]] = {}
         origin: dict[bytes, str] = {}
@@ -92,7 +92,7 @@ def _runs_of_records(
             result = trace_runs(
                 trace, config.selection, ready_reason="root_idle", span_attributes=config.span_attributes
             )
-            found.extend(PreviewRun(run, _context_of(run), where=origin[trace_id]) for run in result.runs)
+            found.extend(PreviewRun(run, request_context_of(run), where=origin[trace_id]) for run in result.runs)
     found.sort(key=lambda run: run.request.target.end_time_unix_nano)
     return RecordsRead(tuple(found[-n:]), len(records), undecodable)
 
@@ -105,11 +105,6 @@ def _no_sessions(configured: ConfiguredScorer) -> None:
             f"{configured.scorer.id} scores whole conversations (scope session): preview it on a conversation "
             "dataset (--dataset FILE, items with turns: docs/scorers-conversation.md)"
         )
-
-
-def _context_of(request: ScorerRunRequest) -> Mapping[str, Any] | None:
-    # As the service hands a whole-trace run's retrieved documents to scorers.
-    return {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
 
 
 async def runs_from_topic(

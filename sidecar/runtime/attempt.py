@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from sidecar.core import ScoredRun, score_id_of
 from sidecar.core.runs import ScorerRunRequest, missing_parts
+from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring import Scorer, ScorerRunError
 from sidecar.scoring.deadline import run_deadline
 from sidecar.scoring.judge.errors import JudgeUnavailableError, ShedReason
@@ -59,6 +60,11 @@ class ScorerAttempt:
         )
 
 
+def request_context_of(request: ScorerRunRequest) -> Mapping[str, Any] | None:
+    """What a scorer reads beside the run: a whole-trace run's retrieved documents, where the context scorers look."""
+    return {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
+
+
 async def attempt_scorer(
     scorer: Scorer,
     request: ScorerRunRequest,
@@ -67,7 +73,10 @@ async def attempt_scorer(
     ground_truth: Any = None,
     request_context: Mapping[str, Any] | None = None,
 ) -> ScorerAttempt:
-    """Run ``scorer`` on ``request`` with a deterministic run id (the score id); never raises."""
+    """Run ``scorer`` on ``request`` with a deterministic run id (the score id); never raises. Without a
+    ``request_context``, the request's own (:func:`request_context_of`)."""
+    if request_context is None:
+        request_context = request_context_of(request)
     target = request.target
     started = time.time_ns()
     result: ScorerRunResult | None = None

@@ -19,7 +19,6 @@ from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.ledger import Claim
-from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 
 __all__ = ["RunDispatcher"]
 
@@ -65,10 +64,8 @@ class RunDispatcher:
     async def _score(self, configured: ConfiguredScorer, request: ScorerRunRequest, claim: Claim) -> None:
         scorer = configured.scorer
         agent = self._agent_labels.label(request.target.agent_name)
-        # A whole-trace run's retrieved documents: the context scorers read them from request_context.
-        context = {REQUEST_CONTEXT_KEY: list(request.context)} if request.context else None
         try:
-            attempt = await attempt_scorer(scorer, request, timeout_s=self._run_timeout_s, request_context=context)
+            attempt = await attempt_scorer(scorer, request, timeout_s=self._run_timeout_s)
             shed_reason = attempt.shed_reason
             if shed_reason is not None:  # over a judge's spend cap with the "shed" policy: skipped, counted
                 self._observer.runs_skipped(
