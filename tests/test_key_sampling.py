@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,21 +71,29 @@ async def test_records_every_scorer_samples_out_are_committed_undecoded_and_the_
 ) -> None:
     spans = await new_topic("spans", partitions=2)
     scores = await new_topic("scores", partitions=1)
+    rate = 0.1
     keyed = [bytes.fromhex(f"{i + 1:032x}") for i in range(300)]
     unkeyed = [bytes.fromhex(f"{10_000 + i:032x}") for i in range(20)]  # no key, or a foreign one: decoded
+    # Keys are trusted once a decoded record has shown one is its trace's id: the first keyed record handled is
+    # decoded. Each partition starts with a record every scorer samples out, so exactly one of them is decoded.
+    firsts = [t for t in (bytes.fromhex(f"{20_000 + i:032x}") for i in range(50)) if sample_score(t) >= rate][:2]
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=5)
     await producer.start()
     try:
-        sends = [await producer.send(spans, record_of(t), key=t.hex().encode()) for t in keyed]
+        sends = [
+            await producer.send(spans, record_of(t), key=t.hex().encode(), partition=p) for p, t in enumerate(firsts)
+        ]
+        await asyncio.gather(*sends)
+        keyed = firsts + keyed
+        sends = [await producer.send(spans, record_of(t), key=t.hex().encode()) for t in keyed[2:]]
         sends += [
             await producer.send(spans, record_of(t), key=None if i % 2 else b"tenant-a") for i, t in enumerate(unkeyed)
         ]
         await asyncio.gather(*sends)
     finally:
         await producer.stop()
-    rate = 0.1
     kept = {t.hex() for t in keyed + unkeyed if sample_score(t) < rate}
-    skipped = sum(1 for t in keyed if sample_score(t) >= rate)
+    skipped = sum(1 for t in keyed if sample_score(t) >= rate) - 1  # the record decoded to confirm the keys
     assert 0 < len(kept) < len(keyed)
 
     metrics = SidecarMetrics()
@@ -115,3 +126,75 @@ async def test_records_every_scorer_samples_out_are_committed_undecoded_and_the_
     spans_per_record = sum(len(scope.spans) for rs in TEMPLATE.request.resource_spans for scope in rs.scope_spans)
     assert registry.get_sample_value("scoring_sidecar_spans_seen_total") == (consumed - skipped) * spans_per_record
     assert await committed_total(kafka_bootstrap, group, spans, 2) == len(keyed) + len(unkeyed)
+
+
+def two_traces(first: bytes, second: bytes) -> bytes:
+    """One record holding two traces (concatenated protobuf messages merge their repeated fields)."""
+    return record_of(first) + record_of(second)
+
+
+@pytest.mark.parametrize("group_traces", [False, True])
+def test_decoding_tells_the_trace_id_of_every_span_a_record_holds(group_traces: bool) -> None:
+    a, b = bytes.fromhex(f"{1:032x}"), bytes.fromhex(f"{2:032x}")
+    selections = (Selection(sample_rate=0.5),)
+    for value, expected in ((record_of(a), {a}), (two_traces(a, b), {a, b})):
+        decoded = process_record_multi(value, IngestConfig(), selections, group_traces=group_traces, trace_ids=True)
+        assert decoded.trace_ids == expected
+    assert not process_record_multi(record_of(a), IngestConfig(), selections).trace_ids  # not asked for
+
+
+@pytest.mark.parametrize("producer_keys", ["uuid4", "first trace of several"])
+async def test_keys_that_are_not_the_records_trace_turn_key_sampling_off_and_every_sampled_in_span_is_scored(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+    producer_keys: str,
+) -> None:
+    spans = await new_topic("spans", partitions=2)
+    scores = await new_topic("scores", partitions=1)
+    rate = 0.5
+    ids = [bytes.fromhex(f"{30_000 + i:032x}") for i in range(240)]
+    if producer_keys == "uuid4":  # 32 hex characters, unrelated to the record's trace
+        records = [(record_of(t), uuid.uuid4().hex.encode()) for t in ids]
+    else:  # a trace id, keying a record that batches that trace and another
+        records = [(two_traces(a, b), a.hex().encode()) for a, b in zip(ids[::2], ids[1::2], strict=True)]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        await asyncio.gather(*[await producer.send(spans, value, key=key) for value, key in records])
+    finally:
+        await producer.stop()
+    kept = {t.hex() for t in ids if sample_score(t) < rate}
+    assert 0 < len(kept) < len(ids)
+
+    metrics = SidecarMetrics()
+    group = unique_name("group")
+    scorer = create_scorer(id="length", description="answer length").generate_score(lambda ctx: 0.5)
+    service = ScoringService(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),
+        topics=[spans],
+        scorers=[ConfiguredScorer(scorer, selection=Selection(sample_rate=rate))],
+        sinks=[KafkaScoreSink(kafka_bootstrap, topic=scores)],
+        observer=metrics,
+        limits=RuntimeLimits(commit_interval_s=0.2),
+        consumer_options=FAST_CONSUMER,
+    )
+    stop = asyncio.Event()
+    with caplog.at_level(logging.WARNING, logger="sidecar.runtime.records"):
+        running = asyncio.create_task(service.run(stop))
+        scored = await read_topic(kafka_bootstrap, scores, expect=len(kept), timeout_s=15)
+        await asyncio.sleep(0.6)  # a checkpoint
+        stop.set()
+        await asyncio.wait_for(running, 30)
+
+    assert {json.loads(r.value)["traceId"] for r in scored} == kept
+    registry = metrics.registry
+    assert not registry.get_sample_value("scoring_sidecar_records_sampled_out_total", {"topic": spans})
+    assert registry.get_sample_value("scoring_sidecar_records_consumed_total", {"topic": spans}) == len(records)
+    assert await committed_total(kafka_bootstrap, group, spans, 2) == len(records)
+    warnings = [r.getMessage() for r in caplog.records if "key sampling is off" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "kafka.key_sampling: false" in warnings[0]

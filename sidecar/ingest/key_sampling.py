@@ -5,7 +5,8 @@ each record with that trace's id as 32 lowercase hex characters (``pcommon.Trace
 holds one trace and its key names it. Sampling is a function of the trace id alone (the same on every
 replica), so when every scorer samples that trace out, the record can be counted and committed without
 being decoded or walked: most of what a record costs. A key that is not a trace id (another producer, a
-missing key, the all-zero id) says nothing, and the record is decoded as always.
+missing key, the all-zero id) says nothing, and the record is decoded as always. A key that looks like one is
+trusted only once decoding has confirmed it (sidecar.runtime.records).
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ class MultiProcessedRecord:
     spans_seen: int = 0
     # Every span of the record by trace id, when asked for (``scope: trace`` scorers assemble them later).
     traces: Mapping[bytes, list[TraceSpan]] = field(default_factory=dict)
+    # The trace id of every span the record holds, when asked for (checking a record's key against them).
+    trace_ids: frozenset[bytes] = frozenset()
 
 
 def process_record_multi(
@@ -83,10 +85,12 @@ def process_record_multi(
     *,
     group_traces: bool = False,
     offset: int = -1,
+    trace_ids: bool = False,
 ) -> MultiProcessedRecord:
     """Like :func:`process_record`, for several selections (``None``: a ``scope: trace`` scorer, which maps
     nothing here). A span rejected under several selections is dead-lettered once. ``group_traces``: also
-    return the record's spans by trace id (``offset``: the record's, kept with each span)."""
+    return the record's spans by trace id (``offset``: the record's, kept with each span). ``trace_ids``: also
+    return the trace id of every span the record holds."""
     empty = tuple(() for _ in selections)
     no_skips = tuple(SkipCounts() for _ in selections)
     if value is None:
@@ -126,10 +130,20 @@ def process_record_multi(
         record = value if config.encoding == "otlp_proto" else None
         grouped = group_by_trace(traces, resource_attributes=config.resource_attributes, offset=offset, record=record)
         spans_seen = max(spans_seen, sum(len(spans) for spans in grouped.values()))
+    ids: frozenset[bytes] = frozenset()
+    if trace_ids:
+        ids = (
+            frozenset(grouped)
+            if group_traces
+            else frozenset(
+                span.trace_id for rs in traces.resource_spans for scope in rs.scope_spans for span in scope.spans
+            )
+        )
     return MultiProcessedRecord(
         runs=tuple(runs),
         dead_letters=tuple(letters.values()),
         skipped=tuple(skipped),
         spans_seen=spans_seen,
         traces=grouped,
+        trace_ids=ids,
     )

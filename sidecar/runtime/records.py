@@ -1,7 +1,8 @@
 """One record from fetch to runs: tracked, ingested once for every scorer, its dead letters delivered, what it
 held counted, its span runs started and its spans handed to the trace scope, and the record held until all
 of that is done (the ledger). A record whose key names a trace that every scorer samples out is counted and
-done without being decoded (sidecar.ingest.key_sampling)."""
+done without being decoded (sidecar.ingest.key_sampling), once a decoded record has shown that keys name the
+trace a record holds; the first decoded record that shows otherwise turns that off for the process."""
 
 from __future__ import annotations
 
@@ -58,6 +59,16 @@ class RecordHandler:
         # A session scorer samples conversations, which a record's key does not name: it keeps every record.
         sampler = KeySampler(1.0 if s.scope == "session" else s.selection.sample_rate for s in scorers)
         self._sampler = sampler if key_sampling and sampler.useful else None
+        # Why: a key of 32 hex characters is the trace id only if the producer made it so (the Collector's
+        # partition_traces_by_id); a uuid4().hex key, or a trace id keying a record of several traces, looks the
+        # same, and trusting it would commit sampled-in spans unscored. So no record is skipped undecoded until
+        # a decoded record has shown that its key is the trace id of every span it holds (the first record with
+        # such a key, since until then every record is decoded), and every record decoded later with such a key
+        # is checked again: the first that holds spans of another trace turns key sampling off for the process.
+        # One confirmation is enough for a producer whose keys are never the trace id (uuid4().hex); a producer
+        # that keys some records rightly and others not can still lose records skipped before one of the others
+        # is decoded (docs/ingest.md).
+        self._keys_confirmed = False
 
     async def handle(self, tp: TopicPartition, record: Any) -> None:
         value: bytes | None = record.value
@@ -67,7 +78,13 @@ class RecordHandler:
             log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, offset)
             return
         sampler = self._sampler
-        if sampler is not None and (trace_id := trace_id_from_key(record.key)) and sampler.samples_out(trace_id):
+        key_trace_id = trace_id_from_key(record.key) if sampler is not None else None
+        if (
+            sampler is not None
+            and key_trace_id is not None
+            and self._keys_confirmed
+            and sampler.samples_out(key_trace_id)
+        ):
             self._observer.record_consumed(tp.topic, 0)
             self._observer.record_sampled_out(tp.topic)
             self._ledger.hold(tp, offset, 0, 0)
@@ -75,12 +92,19 @@ class RecordHandler:
         traces = self._traces
         try:
             processed = process_record_multi(
-                value, self._ingest, self._selections, group_traces=traces is not None, offset=offset
+                value,
+                self._ingest,
+                self._selections,
+                group_traces=traces is not None,
+                offset=offset,
+                trace_ids=key_trace_id is not None,
             )
         except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
             log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, offset)
             letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
             processed = MultiProcessedRecord(dead_letters=(letter,), runs=tuple(() for _ in self._selections))
+        if key_trace_id is not None:
+            self._check_key(tp, offset, key_trace_id, processed.trace_ids)
         if processed.dead_letters:
             origin = RecordOrigin(
                 topic=tp.topic,
@@ -111,6 +135,29 @@ class RecordHandler:
         for configured, request in work:
             self._dispatcher.start(configured, request, claim)
         self._capacity.update()
+
+    def _check_key(self, tp: TopicPartition, offset: int, key_trace_id: bytes, trace_ids: frozenset[bytes]) -> None:
+        """Whether a decoded record's key is the trace id of every span it holds: yes confirms keys as trace ids,
+        no turns key sampling off for the process. A record holding no span (a tombstone, a dead letter) says
+        nothing."""
+        if not trace_ids:
+            return
+        if trace_ids == {key_trace_id}:
+            self._keys_confirmed = True
+            return
+        self._sampler = None
+        shown = ", ".join(sorted(t.hex() for t in trace_ids)[:3]) + (", ..." if len(trace_ids) > 3 else "")
+        log.warning(
+            "key sampling is off for this process: record %s/%d@%d is keyed %s but holds spans of %d trace(s) (%s),"
+            " so record keys are not the id of the one trace each record holds (the Collector's"
+            " partition_traces_by_id) and every record is now decoded; set kafka.key_sampling: false to silence this",
+            tp.topic,
+            tp.partition,
+            offset,
+            key_trace_id.hex(),
+            len(trace_ids),
+            shown,
+        )
 
     def _observe(self, topic: str, processed: MultiProcessedRecord) -> None:
         observer = self._observer

@@ -112,8 +112,10 @@ class KafkaSettings(_Frozen):
     # so, before the process exits with 4: pods commonly start before Kafka does.
     startup_timeout_s: float = Field(default=_RUNTIME.startup_timeout_s, gt=0)
     # A record keyed by a trace id (the Collector's partition_traces_by_id) holds that trace alone: when every
-    # scorer samples it out, it is done without being decoded. False: every record is decoded, and every
-    # sampled-out agent span counted in scorer_runs_total (docs/ingest.md).
+    # scorer samples it out, it is done without being decoded, once a decoded record has confirmed that keys are
+    # trace ids (a decoded record whose spans are not all of its key's trace turns it off, with a warning).
+    # False: every record is decoded, and every sampled-out agent span counted in scorer_runs_total
+    # (docs/ingest.md).
     key_sampling: bool = True
     # producer (dead letters, score records)
     enable_idempotence: bool = False
