@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from exporters.delivery import DeadLetter
+from exporters.delivery import DeadLetter, checkpointed
 from exporters.langfuse import LangfuseExporterSettings, LangfuseScoreSink, langfuse_score
 from exporters.registry import ExporterContext, exporter_kinds
 from sidecar.core import ScoredRun, Sink
@@ -255,6 +255,35 @@ async def test_a_partial_batch_finds_the_refused_score_drops_and_sets_it_aside(
     assert json.loads(letter.payload)["name"] == "tone" and "score config" in detail
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert runs[1].score_id in line and "score config" in line
+
+
+async def test_one_scorer_refused_in_every_interval_stops_no_flush(
+    langfuse: LangfuseStandIn, make_sink: SinkFactory
+) -> None:
+    """Langfuse refuses one scorer's scores for good, in every checkpoint interval: each is dropped and handed to
+    a checkpointed set-aside (the dead-letter topic, flushed after the sinks), so every flush confirms and commits
+    go on; every refused score is set aside, every other one stored."""
+    langfuse.refuse_names = {"tone"}
+    letters: list[tuple[DeadLetter, str, str]] = []
+
+    @checkpointed
+    def set_aside(letter: DeadLetter, reason: str, detail: str) -> None:
+        letters.append((letter, reason, detail))
+
+    sink = make_sink(set_aside=set_aside)
+    await sink.start()
+    refused: list[str] = []
+    stored: list[str] = []
+    for span in distinct_spans(3):
+        kept, tone = await scored(code_scorer(), span), await scored(code_scorer("tone"), span)
+        await sink.submit(kept)
+        await sink.submit(tone)
+        assert await sink.flush(10) is True
+        stored.append(kept.score_id)
+        refused.append(tone.score_id)
+    assert [letter.score_id for letter, _, _ in letters] == refused
+    assert {reason for _, reason, _ in letters} == {"rejected"}
+    assert set(langfuse.scores) == set(stored) and sink.dropped == {"rejected": 3}
 
 
 async def test_a_server_without_batch_scores_gets_one_score_per_request(

@@ -36,6 +36,7 @@ from exporters.delivery import (
     StatusClassifier,
     Verdict,
     Wording,
+    is_checkpointed,
     no_dead_letters,
     rejected,
 )
@@ -164,6 +165,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
             timeout_s=timeout_s,
             observer=observer,
             set_aside=self._dropped,
+            set_aside_checkpointed=is_checkpointed(set_aside),
         )
 
     def __repr__(self) -> str:  # never the key
