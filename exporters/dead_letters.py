@@ -14,9 +14,9 @@ committed past is lost: it is on the dead-letter topic, replayable once the caus
 
 A dead letter's value is what the exporter tried to send, as it sent it (a Langfuse score, a Datadog
 evaluation, a Phoenix annotation, one OTLP span as OTLP/JSON, a score record); its key is the score record's
-(the scored trace id), its headers say which exporter, why and the destination's words
-(``x-dead-letter-exporter``, ``x-dead-letter-reason``, ``x-dead-letter-detail``) and the score id
-(``score-id``). A value larger than ``max_value_bytes`` is replaced by a note of its size
+(the scored trace id, a conversation's id for a session score), its headers say which exporter, why and
+the destination's words (``x-dead-letter-exporter``, ``x-dead-letter-reason``, ``x-dead-letter-detail``) and
+the score id (``score-id``). A value larger than ``max_value_bytes`` is replaced by a note of its size
 (``x-dead-letter-truncated``): the score itself stays in the score topic.
 """
 

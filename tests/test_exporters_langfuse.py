@@ -25,6 +25,7 @@ from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY as JUDGE_KEY
 from tests.support.langfuse import PUBLIC_KEY, SECRET_KEY, LangfuseStandIn
 from tests.support.runs import labelled, scored_run_of
+from tests.support.session_runs import session_run
 
 TRACE_ID = "4BF92F3577B34DA6A3CE929D0E0E4736"  # upper case on purpose: Langfuse files OTLP ids in lower case
 SPAN_ID = "00F067AA0BA902B7"
@@ -284,6 +285,25 @@ async def test_one_scorer_refused_in_every_interval_stops_no_flush(
     assert [letter.score_id for letter, _, _ in letters] == refused
     assert {reason for _, reason, _ in letters} == {"rejected"}
     assert set(langfuse.scores) == set(stored) and sink.dropped == {"rejected": 3}
+
+
+async def test_a_refused_conversation_score_is_set_aside_under_the_conversation_id(
+    langfuse: LangfuseStandIn, make_sink: SinkFactory
+) -> None:
+    """A conversation's score Langfuse refuses for good: its dead letter is keyed as its score record is, by the
+    conversation id (``record_key``), not by the trace of its last turn."""
+    langfuse.refuse_names = {"coherence"}
+    letters: list[tuple[DeadLetter, str, str]] = []
+    sink = make_sink(set_aside=lambda *letter: letters.append(letter))
+    await sink.start()
+    request = session_run([("Hi", "Hello."), ("Reset my password?", "Open Settings.")], conversation_id="conv-42")
+    run = await scored(code_scorer("coherence"), request)
+    await sink.submit(run)
+    assert await sink.flush(10) is False
+    [(letter, reason, _)] = letters
+    assert (letter.score_id, reason) == (run.score_id, "rejected")
+    assert letter.key == b"conv-42" == run.request.record_key
+    assert json.loads(letter.payload)["sessionId"] == "conv-42"
 
 
 async def test_a_server_without_batch_scores_gets_one_score_per_request(

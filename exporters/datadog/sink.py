@@ -201,7 +201,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
     def _dropped(self, evaluation: DatadogEvaluation, reason: str, detail: str) -> None:
         self._written(evaluation.score_id)  # refused for good: written to the dead letters instead, once
         payload_bytes = json.dumps(evaluation.metric).encode()
-        letter = DeadLetter("datadog", evaluation.score_id, evaluation.trace_id.encode(), payload_bytes)
+        letter = DeadLetter("datadog", evaluation.score_id, evaluation.key, payload_bytes)
         self._set_aside_letter(letter, reason, detail)
 
     async def close(self, timeout_s: float = 5.0) -> None:

@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., None])
 class DeadLetter:
     exporter: str  # the sink's name: langfuse, datadog, phoenix, otlp, kafka_scores
     score_id: str
-    key: bytes  # the score record's key: the scored trace id
+    key: bytes  # the score record's key (``run.request.record_key``): the trace id, a conversation's id
     payload: bytes  # what the exporter sent (JSON, or OTLP/JSON for a span), for a replay once fixed
 
 

@@ -232,4 +232,4 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
 
 
 def _letter(score: LangfuseScore) -> DeadLetter:
-    return DeadLetter("langfuse", score.score_id, score.trace_id.encode(), json.dumps(score.body).encode())
+    return DeadLetter("langfuse", score.score_id, score.key, json.dumps(score.body).encode())
