@@ -6,15 +6,17 @@ destination (a span Phoenix never received): the item is dropped from the sink's
 (``scoring_sidecar_exporter_dropped_total``), logged at ERROR with its score id and the destination's words,
 and handed here as a :class:`DeadLetter`. :class:`ScoreDeadLetters` produces it to the score topic's
 dead-letter topic (``exporters.kafka_scores.dead_letter_topic``, ``agent_scores.dead_letter`` by default) and
-is checkpointed like a sink: the flush that sees the drop fails, and the next commit waits until the dead
-letter is acknowledged. So a permanent error costs one checkpoint and never stalls commits, and nothing
+is checkpointed like a sink, after the sinks: the sink's flush that sees the drop does not fail for it (its
+``set_aside`` is :func:`~exporters.delivery.letters.checkpointed`), and the same checkpoint commits only once
+this publisher's flush confirms the dead letter is acknowledged. So a permanent error costs at most one
+checkpoint and never stalls commits, even when one happens in every checkpoint interval, and nothing
 committed past is lost: it is on the dead-letter topic, replayable once the cause is fixed.
 
 A dead letter's value is what the exporter tried to send, as it sent it (a Langfuse score, a Datadog
 evaluation, a Phoenix annotation, one OTLP span as OTLP/JSON, a score record); its key is the score record's
-(the scored trace id), its headers say which exporter, why and the destination's words
-(``x-dead-letter-exporter``, ``x-dead-letter-reason``, ``x-dead-letter-detail``) and the score id
-(``score-id``). A value larger than ``max_value_bytes`` is replaced by a note of its size
+(the scored trace id, a conversation's id for a session score), its headers say which exporter, why and
+the destination's words (``x-dead-letter-exporter``, ``x-dead-letter-reason``, ``x-dead-letter-detail``) and
+the score id (``score-id``). A value larger than ``max_value_bytes`` is replaced by a note of its size
 (``x-dead-letter-truncated``): the score itself stays in the score topic.
 """
 
@@ -24,7 +26,7 @@ import json
 import logging
 from typing import Final
 
-from exporters.delivery.letters import DeadLetter, SetAsideLetter, no_dead_letters
+from exporters.delivery.letters import DeadLetter, SetAsideLetter, checkpointed, no_dead_letters
 from exporters.kafka_scores import CONTENT_TYPE, DEAD_LETTER_SUFFIX, KafkaScoreSink, ScoreRecord
 from exporters.registry import KafkaConnection
 from sidecar.core import names
@@ -110,6 +112,7 @@ class ScoreDeadLetters:
     async def start(self) -> None:
         await self._records.start()
 
+    @checkpointed  # the service flushes this publisher after the sinks, in the same checkpoint
     def set_aside(self, letter: DeadLetter, reason: str, detail: str) -> None:
         self.letters += 1
         self._records.put_nowait(letter_record(letter, reason, detail, max_value_bytes=self.max_value_bytes))

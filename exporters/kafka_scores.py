@@ -45,7 +45,7 @@ from pydantic import Field
 from pydantic_core import InitErrorDetails
 
 from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, Wording
-from exporters.delivery.letters import SetAsideLetter
+from exporters.delivery.letters import SetAsideLetter, is_checkpointed
 from exporters.kafka_batches import ProducerBatches, stop_producer
 from exporters.partitioner import KeyPartitioner
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
@@ -265,6 +265,7 @@ class KafkaScoreSink:
             log=log,
             observer=observer,
             set_aside=None if set_aside is None else _letters(name, set_aside),
+            set_aside_checkpointed=is_checkpointed(set_aside),
         )
         self.ignored: Counter[str] = Counter()
 

@@ -60,6 +60,7 @@ from exporters.delivery import (
     Verdict,
     WaitRule,
     Wording,
+    is_checkpointed,
     no_dead_letters,
     wait,
 )
@@ -312,6 +313,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
             timeout_s=timeout_s,
             observer=observer,
             set_aside=_letters(set_aside),
+            set_aside_checkpointed=is_checkpointed(set_aside),
             url_of=self._url_of,
         )
 

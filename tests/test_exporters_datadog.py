@@ -34,6 +34,7 @@ from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.datadog import API_KEY, DatadogStandIn
 from tests.support.judge import SECRET_KEY as JUDGE_KEY
 from tests.support.runs import labelled, scored_run_of
+from tests.support.session_runs import session_run
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"
@@ -244,6 +245,24 @@ async def test_a_submit_cancelled_while_it_waits_for_room_is_sent_when_the_run_c
     await sink.submit(second)  # redelivered
     assert await sink.flush(10) is True
     assert sorted(datadog.score_ids()) == sorted([first.score_id, second.score_id]) and sink.already_sent == 0
+
+
+async def test_a_refused_conversation_evaluation_is_set_aside_under_the_conversation_id(
+    datadog: DatadogStandIn, make_sink: SinkFactory
+) -> None:
+    """A conversation's evaluation Datadog refuses for good: its dead letter is keyed as its score record is, by
+    the conversation id (``record_key``), not by the trace of its last turn."""
+    datadog.refuse_labels = {"coherence"}
+    letters: list[tuple[DeadLetter, str, str]] = []
+    sink = make_sink(set_aside=lambda *letter: letters.append(letter))
+    await sink.start()
+    request = session_run([("Hi", "Hello."), ("Reset my password?", "Open Settings.")], conversation_id="conv-42")
+    run = await scored_run_of(code_scorer("coherence"), request, agent_label="support")
+    await sink.submit(run)
+    assert await sink.flush(10) is False
+    [(letter, reason, _)] = letters
+    assert (letter.score_id, reason) == (run.score_id, "rejected")
+    assert letter.key == b"conv-42" == run.request.record_key
 
 
 async def test_a_400_finds_the_refused_evaluation_drops_and_sets_it_aside(

@@ -66,9 +66,11 @@ async def test_a_record_the_broker_refuses_is_set_aside_and_checkpointed(
     await sink.start()
     try:
         await sink.submit(run)
-        assert await sink.flush(10) is False  # the drop fails the flush that sees it
+        # The dead letters took the drop: the sink's flush succeeds, and the checkpoint's flush of the letters,
+        # after the sinks', confirms it before anything is committed past it.
+        assert await sink.flush(10) is True
         assert sink.dropped == 1 and letters.letters == 1 and letters.outstanding == 1
-        assert await letters.flush(10) is True and letters.sent == 1  # the next checkpoint commits past it
+        assert await letters.flush(10) is True and letters.sent == 1
         assert await sink.flush(1) is True
     finally:
         await sink.close()

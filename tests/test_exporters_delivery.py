@@ -30,6 +30,7 @@ from exporters.delivery import (
     StatusClassifier,
     WaitRule,
     Wording,
+    checkpointed,
     failed,
     rejected,
     wait,
@@ -172,6 +173,154 @@ async def test_a_rejected_batch_is_split_and_only_its_culprit_is_dropped(
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "item bad" in line and "HTTP 400: no 'bad' here" in line
     assert await queue.flush(1) is True  # and the next one commits
+
+
+class LetterBox:
+    """A dead-letter publisher in-process: ``set_aside`` (checkpointed) keeps each letter, ``flush`` answers
+    ``acknowledges``; the checkpoint flushes it after the sinks."""
+
+    name = "dead_letters"
+
+    def __init__(self) -> None:
+        self.letters: list[tuple[str, str, str]] = []
+        self.acknowledges = True
+
+    @checkpointed
+    def set_aside(self, value: str, reason: str, detail: str) -> None:
+        self.letters.append((value, reason, detail))
+
+    async def start(self) -> None:
+        pass
+
+    async def flush(self, timeout_s: float) -> bool:
+        return self.acknowledges
+
+    @property
+    def outstanding(self) -> int:
+        return 0
+
+    async def close(self) -> None:
+        pass
+
+
+class QueueSink:
+    """A delivery queue as the checkpoint sees a sink."""
+
+    def __init__(self, queue: DeliveryQueue[str]) -> None:
+        self.name = queue.name
+        self.queue = queue
+
+    async def start(self) -> None:
+        pass
+
+    async def flush(self, timeout_s: float) -> bool:
+        return await self.queue.flush(timeout_s)
+
+    @property
+    def outstanding(self) -> int:
+        return self.queue.outstanding
+
+    async def close(self) -> None:
+        pass
+
+
+def refusing_bad(values: list[str]) -> Outcome:
+    return rejected("HTTP 400: no bad here") if any(v.startswith("bad") for v in values) else CONFIRMED
+
+
+async def test_a_refusal_in_every_interval_set_aside_durably_fails_no_flush(queues: list[DeliveryQueue[str]]) -> None:
+    """One item refused for good in each checkpoint interval (one scorer always refused): each drop is handed to a
+    checkpointed set-aside (the dead-letter topic), so no flush fails for it and commits go on; every refused item
+    reached the set-aside."""
+    box = LetterBox()
+    queue = started(
+        queues,
+        DeliveryQueue(
+            "scripted",
+            ScriptedTransport(refusing_bad),
+            DeliveryRules(backoff_base_s=0.01, backoff_max_s=0.05),
+            wording=Wording("items", "stored"),
+            describe=lambda value: f"item {value}",
+            log=log,
+            set_aside=box.set_aside,
+            set_aside_checkpointed=True,
+        ),
+    )
+    for interval in range(4):
+        for value in (f"ok-{interval}", f"bad-{interval}"):
+            await queue.wait_for_room()
+            queue.put_nowait(value)
+        assert await queue.flush(2) is True
+    assert [letter[0] for letter in box.letters] == [f"bad-{i}" for i in range(4)]
+    assert queue.dropped == {"rejected": 4} and queue.outstanding == 0
+
+
+async def test_a_drop_fails_the_flush_unless_a_checkpointed_set_aside_took_it(
+    queues: list[DeliveryQueue[str]],
+) -> None:
+    """A plain set-aside (kept nowhere durable), or a checkpointed one that raised: the flush that sees the drop
+    fails, as without a set-aside."""
+    seen: list[str] = []
+
+    def raising(value: str, reason: str, detail: str) -> None:
+        raise RuntimeError("no room")
+
+    for set_aside, marked in ((lambda value, reason, detail: seen.append(value), False), (raising, True)):
+        queue = started(
+            queues,
+            DeliveryQueue(
+                "scripted",
+                ScriptedTransport(refusing_bad),
+                DeliveryRules(backoff_base_s=0.01, backoff_max_s=0.05),
+                wording=Wording("items", "stored"),
+                describe=lambda value: f"item {value}",
+                log=log,
+                set_aside=set_aside,
+                set_aside_checkpointed=marked,
+            ),
+        )
+        queue.put_nowait("bad")
+        assert await queue.flush(2) is False
+        assert await queue.flush(1) is True
+    assert seen == ["bad"]
+
+
+async def test_the_checkpoint_commits_past_steady_refusals_once_their_letters_are_acknowledged(
+    queues: list[DeliveryQueue[str]],
+) -> None:
+    """The service's order: the sinks, then the dead-letter publisher. A refusal in every interval commits each
+    time; when the publisher cannot confirm the letters, the checkpoint commits nothing."""
+    box = LetterBox()
+    queue = started(
+        queues,
+        DeliveryQueue(
+            "scripted",
+            ScriptedTransport(refusing_bad),
+            DeliveryRules(backoff_base_s=0.01, backoff_max_s=0.05),
+            wording=Wording("items", "stored"),
+            describe=lambda value: f"item {value}",
+            log=log,
+            set_aside=box.set_aside,
+            set_aside_checkpointed=True,
+        ),
+    )
+    partition = PartitionKey("spans", 0)
+    tracker: OffsetTracker[PartitionKey] = OffsetTracker()
+    committer = RecordingCommitter()
+    checkpoint = Checkpoint(tracker, [QueueSink(queue), box], committer)
+    for offset in range(3):
+        tracker.track(partition, offset)
+        queue.put_nowait(f"bad-{offset}")
+        tracker.done(partition, offset)
+        assert await checkpoint.commit([partition], timeout_s=2) is True
+    assert committer.commits == [{partition: 1}, {partition: 2}, {partition: 3}]
+    assert [letter[0] for letter in box.letters] == ["bad-0", "bad-1", "bad-2"]
+    box.acknowledges = False
+    tracker.track(partition, 3)
+    queue.put_nowait("bad-3")
+    tracker.done(partition, 3)
+    assert await checkpoint.commit([partition], timeout_s=2) is False
+    assert len(committer.commits) == 3 and checkpoint.sinks_down() == []
 
 
 async def test_the_hold_rule_keeps_what_the_destination_rejects(queues: list[DeliveryQueue[str]]) -> None:

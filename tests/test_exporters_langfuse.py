@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from exporters.delivery import DeadLetter
+from exporters.delivery import DeadLetter, checkpointed
 from exporters.langfuse import LangfuseExporterSettings, LangfuseScoreSink, langfuse_score
 from exporters.registry import ExporterContext, exporter_kinds
 from sidecar.core import ScoredRun, Sink
@@ -25,6 +25,7 @@ from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.judge import SECRET_KEY as JUDGE_KEY
 from tests.support.langfuse import PUBLIC_KEY, SECRET_KEY, LangfuseStandIn
 from tests.support.runs import labelled, scored_run_of
+from tests.support.session_runs import session_run
 
 TRACE_ID = "4BF92F3577B34DA6A3CE929D0E0E4736"  # upper case on purpose: Langfuse files OTLP ids in lower case
 SPAN_ID = "00F067AA0BA902B7"
@@ -255,6 +256,54 @@ async def test_a_partial_batch_finds_the_refused_score_drops_and_sets_it_aside(
     assert json.loads(letter.payload)["name"] == "tone" and "score config" in detail
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert runs[1].score_id in line and "score config" in line
+
+
+async def test_one_scorer_refused_in_every_interval_stops_no_flush(
+    langfuse: LangfuseStandIn, make_sink: SinkFactory
+) -> None:
+    """Langfuse refuses one scorer's scores for good, in every checkpoint interval: each is dropped and handed to
+    a checkpointed set-aside (the dead-letter topic, flushed after the sinks), so every flush confirms and commits
+    go on; every refused score is set aside, every other one stored."""
+    langfuse.refuse_names = {"tone"}
+    letters: list[tuple[DeadLetter, str, str]] = []
+
+    @checkpointed
+    def set_aside(letter: DeadLetter, reason: str, detail: str) -> None:
+        letters.append((letter, reason, detail))
+
+    sink = make_sink(set_aside=set_aside)
+    await sink.start()
+    refused: list[str] = []
+    stored: list[str] = []
+    for span in distinct_spans(3):
+        kept, tone = await scored(code_scorer(), span), await scored(code_scorer("tone"), span)
+        await sink.submit(kept)
+        await sink.submit(tone)
+        assert await sink.flush(10) is True
+        stored.append(kept.score_id)
+        refused.append(tone.score_id)
+    assert [letter.score_id for letter, _, _ in letters] == refused
+    assert {reason for _, reason, _ in letters} == {"rejected"}
+    assert set(langfuse.scores) == set(stored) and sink.dropped == {"rejected": 3}
+
+
+async def test_a_refused_conversation_score_is_set_aside_under_the_conversation_id(
+    langfuse: LangfuseStandIn, make_sink: SinkFactory
+) -> None:
+    """A conversation's score Langfuse refuses for good: its dead letter is keyed as its score record is, by the
+    conversation id (``record_key``), not by the trace of its last turn."""
+    langfuse.refuse_names = {"coherence"}
+    letters: list[tuple[DeadLetter, str, str]] = []
+    sink = make_sink(set_aside=lambda *letter: letters.append(letter))
+    await sink.start()
+    request = session_run([("Hi", "Hello."), ("Reset my password?", "Open Settings.")], conversation_id="conv-42")
+    run = await scored(code_scorer("coherence"), request)
+    await sink.submit(run)
+    assert await sink.flush(10) is False
+    [(letter, reason, _)] = letters
+    assert (letter.score_id, reason) == (run.score_id, "rejected")
+    assert letter.key == b"conv-42" == run.request.record_key
+    assert json.loads(letter.payload)["sessionId"] == "conv-42"
 
 
 async def test_a_server_without_batch_scores_gets_one_score_per_request(

@@ -67,7 +67,8 @@ class Threshold:
 class DatadogEvaluation:
     metric: dict[str, Any]  # one element of attributes.metrics
     score_id: str
-    trace_id: str  # lowercase hex, the score record's key
+    trace_id: str  # lowercase hex
+    key: bytes  # the score record's key (run.request.record_key): the trace id, a conversation's id
 
 
 def evaluation_label(scorer_id: str) -> str:
@@ -136,7 +137,7 @@ def datadog_evaluation(
     if environment is not None:
         tags.append(datadog_tag("env", environment))
     metric["tags"] = tags
-    return DatadogEvaluation(metric, run.score_id, target.trace_id.lower())
+    return DatadogEvaluation(metric, run.score_id, target.trace_id.lower(), run.request.record_key)
 
 
 def payload(evaluations: list[DatadogEvaluation]) -> dict[str, Any]:

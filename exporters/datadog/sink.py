@@ -36,6 +36,7 @@ from exporters.delivery import (
     StatusClassifier,
     Verdict,
     Wording,
+    is_checkpointed,
     no_dead_letters,
     rejected,
 )
@@ -164,6 +165,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
             timeout_s=timeout_s,
             observer=observer,
             set_aside=self._dropped,
+            set_aside_checkpointed=is_checkpointed(set_aside),
         )
 
     def __repr__(self) -> str:  # never the key
@@ -208,7 +210,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
     def _dropped(self, evaluation: DatadogEvaluation, reason: str, detail: str) -> None:
         self._written(evaluation.score_id)  # refused for good: written to the dead letters instead, once
         payload_bytes = json.dumps(evaluation.metric).encode()
-        letter = DeadLetter("datadog", evaluation.score_id, evaluation.trace_id.encode(), payload_bytes)
+        letter = DeadLetter("datadog", evaluation.score_id, evaluation.key, payload_bytes)
         self._set_aside_letter(letter, reason, detail)
 
     async def close(self, timeout_s: float = 5.0) -> None:

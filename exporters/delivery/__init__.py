@@ -11,7 +11,7 @@
 """
 
 from exporters.delivery.http import HttpAnswer, HttpBatchSink, Refused, StatusClassifier, Verdict
-from exporters.delivery.letters import DeadLetter, SetAsideLetter, no_dead_letters
+from exporters.delivery.letters import DeadLetter, SetAsideLetter, checkpointed, is_checkpointed, no_dead_letters
 from exporters.delivery.outcome import (
     CONFIRMED,
     DISCARDED,
@@ -46,7 +46,9 @@ __all__ = [
     "Verdict",
     "WaitRule",
     "Wording",
+    "checkpointed",
     "failed",
+    "is_checkpointed",
     "no_dead_letters",
     "rejected",
     "wait",

@@ -102,8 +102,8 @@ class HttpBatchSink(Generic[V]):
     """A :class:`~sidecar.core.Sink` posting batches of ``item(run)`` as ``payload(items)`` to ``url``.
 
     ``item`` returns ``None`` for a run the destination does not take (counted in ``ignored``).
-    ``destination`` names it in log lines ("Phoenix at http://phoenix:6006"). ``set_aside`` receives every
-    dropped item (see :class:`~exporters.delivery.queue.DeliveryQueue`). Counters: ``outstanding``,
+    ``destination`` names it in log lines ("Phoenix at http://phoenix:6006"). ``set_aside`` receives every dropped item
+    (see :class:`~exporters.delivery.queue.DeliveryQueue`, as ``set_aside_checkpointed``). Counters: ``outstanding``,
     ``dropped`` (per reason), ``failed_attempts``, ``ignored``, ``last_error``; ``problem`` for ``/readyz``.
     """
 
@@ -125,6 +125,7 @@ class HttpBatchSink(Generic[V]):
         timeout_s: float = 10.0,
         observer: ServiceObserver | None = None,
         set_aside: SetAside[V] | None = None,
+        set_aside_checkpointed: bool = False,
         url_of: Callable[[V], str] | None = None,
     ) -> None:
         self.name = name
@@ -142,7 +143,15 @@ class HttpBatchSink(Generic[V]):
         self._session: aiohttp.ClientSession | None = None
         self._problem: str | None = None
         self._queue: DeliveryQueue[V] = DeliveryQueue(
-            name, self, rules, wording=wording, describe=describe, log=log, observer=observer, set_aside=set_aside
+            name,
+            self,
+            rules,
+            wording=wording,
+            describe=describe,
+            log=log,
+            observer=observer,
+            set_aside=set_aside,
+            set_aside_checkpointed=set_aside_checkpointed,
         )
         self.ignored = 0
 

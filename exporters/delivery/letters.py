@@ -3,21 +3,30 @@
 Every sink turns the items its delivery queue drops into :class:`DeadLetter`\\ s and hands them to the
 ``set_aside`` it was built with (``exporters.dead_letters.ScoreDeadLetters`` in the service: the score topic's
 dead-letter topic; :func:`no_dead_letters` when a sink is used alone).
+
+A set-aside marked :func:`checkpointed` keeps its letters on something the same checkpoint flushes after the
+sinks (the dead-letter topic): a drop handed to it is covered by that flush, so it does not fail the sink's
+own flush (a permanent refusal in every checkpoint interval must not stop commits). Any other set-aside (the
+default :func:`no_dead_letters`, a plain callable) keeps nothing durable: the drop fails the flush that sees it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final, TypeVar
 
-__all__ = ["DeadLetter", "SetAsideLetter", "no_dead_letters"]
+__all__ = ["DeadLetter", "SetAsideLetter", "checkpointed", "is_checkpointed", "no_dead_letters"]
+
+_CHECKPOINTED: Final = "_set_aside_checkpointed"
+F = TypeVar("F", bound=Callable[..., None])
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     exporter: str  # the sink's name: langfuse, datadog, phoenix, otlp, kafka_scores
     score_id: str
-    key: bytes  # the score record's key: the scored trace id
+    key: bytes  # the score record's key (``run.request.record_key``): the trace id, a conversation's id
     payload: bytes  # what the exporter sent (JSON, or OTLP/JSON for a span), for a replay once fixed
 
 
@@ -27,3 +36,14 @@ SetAsideLetter = Callable[[DeadLetter, str, str], None]
 
 def no_dead_letters(letter: DeadLetter, reason: str, detail: str) -> None:
     """Without a dead-letter topic (a sink used alone, in tests): the drop's ERROR line is all there is."""
+
+
+def checkpointed(set_aside: F) -> F:
+    """Mark ``set_aside`` as keeping its letters on something checkpointed after the sinks (see the module doc)."""
+    setattr(set_aside, _CHECKPOINTED, True)
+    return set_aside
+
+
+def is_checkpointed(set_aside: object) -> bool:
+    """Whether ``set_aside`` (a function or a bound method) was marked :func:`checkpointed`."""
+    return getattr(set_aside, _CHECKPOINTED, False) is True

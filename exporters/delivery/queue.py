@@ -13,8 +13,10 @@ from a callback (a Kafka delivery), through ``settle``. The queue applies the si
   flush only (``retry_between_flushes``), never before a ``Retry-After``; a rejected batch is split and
   its items sent alone to find the culprit; items that must wait (``WaitRule``) wait with their deadline;
 * **flush**: ``True`` only when every item put before the call is confirmed and nothing was dropped since
-  the last flush. It sends failed items again at once (``Retry-After`` permitting) and returns ``False``
-  as soon as one of its items fails again, or at its timeout;
+  the last flush, save what a checkpointed ``set_aside`` took (the dead-letter topic, flushed after the sinks
+  in the same checkpoint: a steady refusal costs no commit). It sends failed items again at once
+  (``Retry-After`` permitting) and returns ``False`` as soon as one of its items fails again, or at its
+  timeout;
 * **drops**: counted per reason through ``observer.exporter_dropped`` and logged, each with the item (its
   score id) and the destination's words, then handed to ``set_aside`` (the score dead-letter topic:
   ``exporters.dead_letters``), so that what a destination never takes is kept, not lost;
@@ -89,9 +91,11 @@ class _FlushWait:
 class DeliveryQueue(Generic[V]):
     """The delivery of one sink (or one signal of a sink): see the module doc.
 
-    ``describe(value)`` names an item in log lines (with its score id); ``log`` is the sink's logger, so
-    lines carry the sink's name. ``set_aside(value, reason, detail)`` receives every dropped item (the score
-    dead letters); it must not raise and must not wait. Counters for tests and metrics: ``confirmed``,
+    ``describe(value)`` names an item in log lines (with its score id); ``log`` is the sink's logger, so lines carry the
+    sink's name. ``set_aside(value, reason, detail)`` receives every dropped item (the score dead letters); it must not
+    raise and must not wait. ``set_aside_checkpointed``: ``set_aside`` keeps what it receives on something the same
+    checkpoint flushes after this queue (the score dead-letter topic), so a drop it took does not fail :meth:`flush`;
+    otherwise (no set-aside, or one that keeps nothing) it does. Counters for tests and metrics: ``confirmed``,
     ``failed_attempts``, ``dropped`` (per reason), ``discarded``, ``last_error``.
     """
 
@@ -106,10 +110,12 @@ class DeliveryQueue(Generic[V]):
         log: logging.Logger,
         observer: ServiceObserver | None = None,
         set_aside: SetAside[V] | None = None,
+        set_aside_checkpointed: bool = False,
     ) -> None:
         self.name = name
         self.rules = rules
         self._set_aside = set_aside
+        self._set_aside_checkpointed = set_aside is not None and set_aside_checkpointed
         self._transport = transport
         self._wording = wording
         self._describe = describe
@@ -255,10 +261,10 @@ class DeliveryQueue(Generic[V]):
 
     # -- flushing ---------------------------------------------------------------------------------------------
     async def flush(self, timeout_s: float) -> bool:
-        """``True`` when every item put before the call is confirmed and none was dropped since the last
-        flush. Failed items are sent again now (``Retry-After`` permitting); returns ``False`` as soon as one
-        of them fails again, or at ``timeout_s`` (items that wait for the destination are waited for until
-        then)."""
+        """``True`` when every item put before the call is confirmed and none was dropped since the last flush (a drop
+        handed to a checkpointed ``set_aside`` excepted: that one's flush covers it). Failed items are sent again now
+        (``Retry-After`` permitting); returns ``False`` as soon as one of them fails again, or at ``timeout_s`` (items
+        that wait for the destination are waited for until then)."""
         if self._sender is None:
             return self._unsettled == 0
         epoch = self._epoch
@@ -513,14 +519,17 @@ class DeliveryQueue(Generic[V]):
     def _drop(self, entry: Entry[V], reason: str, detail: str) -> None:
         self._resolve(entry)
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self._dropped_since_flush += 1
         self._observer.exporter_dropped(self.name, reason)
         self._log.error("%s dropped (%s): %s", self._describe(entry.value), reason, detail)
+        kept = False  # on the dead-letter topic, which the checkpoint flushes after this queue
         if self._set_aside is not None:
             try:
                 self._set_aside(entry.value, reason, detail)
+                kept = self._set_aside_checkpointed
             except Exception:  # the item is dropped all the same: the line above names it
                 self._log.exception("%s exporter: setting %s aside raised", self.name, self._describe(entry.value))
+        if not kept:  # nothing durable holds it: the flush that sees the drop fails
+            self._dropped_since_flush += 1
 
     def _changed(self) -> None:
         for flush in self._flushes:

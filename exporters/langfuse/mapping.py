@@ -56,6 +56,7 @@ class LangfuseScore:
     body: dict[str, Any]  # CreateScoreRequest JSON
     score_id: str
     trace_id: str
+    key: bytes  # the score record's key (run.request.record_key): the trace id, a conversation's id
     unusable_environment: str | None = None  # a span environment Langfuse would refuse (the fallback was used)
 
 
@@ -155,4 +156,4 @@ def langfuse_score(run: ScoredRun, fallback_environment: str | None = None) -> L
     environment = environment or fallback_environment
     if environment is not None:
         body["environment"] = environment
-    return LangfuseScore(body, run.score_id, target.trace_id, unusable)
+    return LangfuseScore(body, run.score_id, target.trace_id, run.request.record_key, unusable)

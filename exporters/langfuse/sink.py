@@ -38,6 +38,7 @@ from exporters.delivery import (
     StatusClassifier,
     Verdict,
     Wording,
+    is_checkpointed,
     no_dead_letters,
     rejected,
 )
@@ -159,6 +160,7 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
             timeout_s=timeout_s,
             observer=observer,
             set_aside=lambda score, reason, detail: set_aside(_letter(score), reason, detail),
+            set_aside_checkpointed=is_checkpointed(set_aside),
         )
 
     def __repr__(self) -> str:  # never the keys
@@ -230,4 +232,4 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
 
 
 def _letter(score: LangfuseScore) -> DeadLetter:
-    return DeadLetter("langfuse", score.score_id, score.trace_id.encode(), json.dumps(score.body).encode())
+    return DeadLetter("langfuse", score.score_id, score.key, json.dumps(score.body).encode())

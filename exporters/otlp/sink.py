@@ -44,7 +44,15 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 
-from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, SetAsideLetter, Wording, no_dead_letters
+from exporters.delivery import (
+    DeadLetter,
+    DeliveryQueue,
+    DeliveryRules,
+    SetAsideLetter,
+    Wording,
+    is_checkpointed,
+    no_dead_letters,
+)
 from exporters.otlp.mapping import (
     EVENT_EVALUATION_RESULT,
     INSTRUMENTATION_SCOPE,
@@ -304,6 +312,7 @@ class OtlpTraceSink:
             log=log,
             observer=self._observer,
             set_aside=set_aside,
+            set_aside_checkpointed=is_checkpointed(self._set_aside),
         )
 
     async def start(self) -> None:
