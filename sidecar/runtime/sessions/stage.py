@@ -112,6 +112,11 @@ class SessionStage:
         self._done_count = 0
         self._confirmed: deque[_Done] = deque()
         self._tombstones: deque[tuple[str, bytes]] = deque()  # turns of windows scored before (from markers)
+        # Markers whose turns' tombstones are written but not yet confirmed by a checkpoint: a failed tombstone is
+        # sent again after later records, so a marker's own tombstone waits for the flush that confirms its turns'
+        # (else a restore between the two could find turns without their marker and score them again).
+        self._markers_written: list[tuple[str, bytes]] = []
+        self._markers_restored: list[tuple[str, bytes]] = []  # found by a restore, their turns' tombstones unwritten
         self._last_warning = -_WARNING_EVERY_S
         self._unreadable = 0
 
@@ -203,7 +208,7 @@ class SessionStage:
                 removed = self.windows.add_marker(tp, conversation, parse_marker(value))
                 if removed:  # a window confirmed before whose tombstones did not all land: write them again
                     self._tombstones.extend((conversation, turn_key(conversation, t)) for t in removed)
-                    self._tombstones.append((conversation, key or b""))
+                    self._markers_restored.append((conversation, key or b""))
             return
         if value is None:
             self.windows.remove_turn(tp, conversation, parsed.turn_id)
@@ -352,13 +357,16 @@ class SessionStage:
     def confirmation(self) -> Callable[[], None] | None:
         """For the checkpoint, before it flushes the sinks: what to do once they confirmed (the windows whose
         runs ended by now get their tombstones); ``None`` when no window waits."""
-        if not self._scored:
+        markers = len(self._markers_written)  # their turns' tombstones were put before this checkpoint's flush
+        if not self._scored and not markers:
             return None
-        upto = self._scored[-1][0]
+        upto = self._scored[-1][0] if self._scored else 0
 
         def confirmed() -> None:
             self._confirmed.extend(done for number, done in self._scored if number <= upto)
             self._scored = [(number, done) for number, done in self._scored if number > upto]
+            self._tombstones.extend(self._markers_written[:markers])
+            del self._markers_written[:markers]
 
         return confirmed
 
@@ -367,24 +375,35 @@ class SessionStage:
         while self._tombstones:
             conversation, key = self._tombstones.popleft()
             await topic.publish(conversation, key, None)
+        self._markers_written.extend(self._markers_restored)  # their turns' tombstones are now put
+        self._markers_restored.clear()
         while self._confirmed:
             done = self._confirmed.popleft()
             conversation, first = done.conversation, done.turn_ids[0]
             marker = marker_key(conversation, first)
-            # In this order on one partition: a restore that finds the marker skips the turns it lists, so a
-            # process dying between the tombstones never leaves part of a scored window to score again.
+            # The marker first: a restore that finds it skips the turns it lists, so a process dying between the
+            # tombstones never leaves part of a scored window to score again. Its own tombstone comes once a
+            # checkpoint confirmed the turns' (``confirmation``).
             await topic.publish(conversation, marker, marker_value(done.turn_ids))
             for turn_id in done.turn_ids:
                 await topic.publish(conversation, turn_key(conversation, turn_id), None)
-            await topic.publish(conversation, marker, None)
+            self._markers_written.append((conversation, marker))
 
     async def finish(self, timeout_s: float) -> bool:
         """At a stop, after the final checkpoint: write the tombstones of what it confirmed, and flush them (else
         the next owner scores those windows again, under the same ids)."""
-        if timeout_s <= 0 or not (self._confirmed or self._tombstones):
+        if timeout_s <= 0 or not (
+            self._confirmed or self._tombstones or self._markers_written or self._markers_restored
+        ):
             return True
         try:
             async with asyncio.timeout(timeout_s):
+                await self._write_done()
+                if not await self._topic.flush(timeout_s):
+                    return False
+                # The turns' tombstones are in: the markers' may follow (left out, a marker would stay).
+                self._tombstones.extend(self._markers_written)
+                self._markers_written.clear()
                 await self._write_done()
                 return await self._topic.flush(timeout_s)
         except TimeoutError:
