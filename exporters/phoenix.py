@@ -374,10 +374,9 @@ class PhoenixExporterSettings(FrozenConfig):
 
     def api_key_value(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key in clear (the setting, else ``PHOENIX_API_KEY``), for the exporter. Never log it."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
         env = os.environ if environ is None else environ
-        return env.get(PHOENIX_API_KEY_ENV) or None
+        key = self.api_key.get_secret_value() if self.api_key is not None else env.get(PHOENIX_API_KEY_ENV, "")
+        return key.strip() or None  # a key mounted from a file usually ends with a line break
 
 
 def _reserved_names(block: PhoenixExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:

@@ -349,6 +349,8 @@ def test_the_block_checks_site_and_url_and_reads_the_key(
     assert ["DD_API_KEY" in r.getMessage() for r in caplog.records] == [True]
     monkeypatch.setenv("DD_API_KEY", "k")
     assert DatadogExporterSettings(enabled=True).api_key_value() == "k"
+    monkeypatch.setenv("DD_API_KEY", "k\n")  # mounted from a file
+    assert DatadogExporterSettings(enabled=True).api_key_value() == "k"
     with pytest.raises(ValidationError, match="site"):
         DatadogExporterSettings(site="https://app.datadoghq.com")
     with pytest.raises(ValidationError, match="min"):

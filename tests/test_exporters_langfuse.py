@@ -403,6 +403,8 @@ def test_the_block_checks_url_and_environment_and_reads_the_keys(
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk")
     block = LangfuseExporterSettings(base_url="http://langfuse:3000")
     assert block.is_enabled and block.keys() == ("pk", "sk")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk\n")  # mounted from a file
+    assert block.keys() == ("pk", "sk")
     for bad in ("langfuse-prod", "Prod"):
         with pytest.raises(ValidationError, match="environment"):
             LangfuseExporterSettings(base_url="http://langfuse:3000", environment=bad)

@@ -72,10 +72,9 @@ class DatadogExporterSettings(FrozenConfig):
 
     def api_key_value(self, environ: Mapping[str, str] | None = None) -> str:
         """The key in clear (the setting, else ``DD_API_KEY``), for the exporter. Never log it."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
         env = os.environ if environ is None else environ
-        return env.get(DD_API_KEY_ENV, "")
+        key = self.api_key.get_secret_value() if self.api_key is not None else env.get(DD_API_KEY_ENV, "")
+        return key.strip()  # a key mounted from a file usually ends with a line break, which no header may hold
 
 
 def _scorers(block: DatadogExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:

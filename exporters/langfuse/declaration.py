@@ -57,7 +57,8 @@ class LangfuseExporterSettings(FrozenConfig):
         env = os.environ if environ is None else environ
         public = self.public_key.get_secret_value() if self.public_key else env.get(LANGFUSE_PUBLIC_KEY_ENV, "")
         secret = self.secret_key.get_secret_value() if self.secret_key else env.get(LANGFUSE_SECRET_KEY_ENV, "")
-        return public, secret
+        # A key mounted from a file usually ends with a line break, which no HTTP header may hold.
+        return public.strip(), secret.strip()
 
 
 def _environment_attributes(block: LangfuseExporterSettings) -> tuple[str, ...]:
