@@ -25,7 +25,7 @@ from sidecar.scorers.conversation_completeness_prompts import INSTRUCTIONS, crea
 from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
-from sidecar.scorers.verdicts import JudgeOutput
+from sidecar.scorers.verdicts import JudgeOutput, trimmed_lower
 from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
 from sidecar.scoring.prompting import round_to_two_decimals
 
@@ -39,11 +39,7 @@ __all__ = [
 ]
 
 
-def _lower(value: Any) -> Any:
-    return value.strip().lower() if isinstance(value, str) else value
-
-
-RequestStatus = Annotated[Literal["satisfied", "unsatisfied", "withdrawn"], BeforeValidator(_lower)]
+RequestStatus = Annotated[Literal["satisfied", "unsatisfied", "withdrawn"], BeforeValidator(trimmed_lower)]
 
 
 class ConversationCompletenessOptions(ConversationOptions):

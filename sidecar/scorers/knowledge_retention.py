@@ -29,7 +29,7 @@ from sidecar.scorers.knowledge_retention_prompts import INSTRUCTIONS, create_ana
 from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
-from sidecar.scorers.verdicts import JudgeOutput
+from sidecar.scorers.verdicts import JudgeOutput, trimmed_lower
 from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 
@@ -43,11 +43,7 @@ __all__ = [
 ]
 
 
-def _lower(value: Any) -> Any:
-    return value.strip().lower().replace(" ", "_") if isinstance(value, str) else value
-
-
-RetentionVerdict = Annotated[Literal["retained", "forgot", "contradicted"], BeforeValidator(_lower)]
+RetentionVerdict = Annotated[Literal["retained", "forgot", "contradicted"], BeforeValidator(trimmed_lower)]
 
 
 class KnowledgeRetentionOptions(ConversationOptions):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
 
-__all__ = ["JudgeOutput", "UnitScore", "YesNo", "YesNoUnsure"]
+__all__ = ["JudgeOutput", "UnitScore", "YesNo", "YesNoUnsure", "trimmed_lower"]
 
 
 class JudgeOutput(BaseModel):
@@ -24,12 +24,12 @@ class JudgeOutput(BaseModel):
     model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
-def _trimmed_lower(value: Any) -> Any:
+def trimmed_lower(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
-YesNo = Annotated[Literal["yes", "no"], BeforeValidator(_trimmed_lower)]
-YesNoUnsure = Annotated[Literal["yes", "no", "unsure"], BeforeValidator(_trimmed_lower)]
+YesNo = Annotated[Literal["yes", "no"], BeforeValidator(trimmed_lower)]
+YesNoUnsure = Annotated[Literal["yes", "no", "unsure"], BeforeValidator(trimmed_lower)]
 
 
 def _unit_interval(value: float) -> float:
