@@ -23,6 +23,7 @@ __all__ = [
     "SpanKind",
     "classify",
     "sample_score",
+    "sampled_in",
 ]
 
 SpanKind = Literal["agent", "inference"]
@@ -115,3 +116,8 @@ def sample_score(trace_id: bytes) -> float:
     keeps a subset of what a higher rate keeps.
     """
     return int.from_bytes(hashlib.sha256(trace_id).digest()[:6], "big") / _TWO_48
+
+
+def sampled_in(rate: float, key: bytes) -> bool:
+    """Whether sampling ``rate`` keeps ``key`` (a trace id, a conversation id): the one rule every stage applies."""
+    return rate >= 1.0 or (rate > 0.0 and sample_score(key) < rate)

@@ -12,7 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
-from sidecar.conventions.selection import Selection, SpanKind, classify, sample_score
+from sidecar.conventions.selection import Selection, SpanKind, classify, sampled_in
 from sidecar.core import names
 from sidecar.core.runs import ResourceValue, ScorerRunRequest
 
@@ -153,7 +153,7 @@ def admit(span: Span, *, own_span: bool, service: str | None, selection: Selecti
     if len(trace_id) != 16 or len(span.span_id) != 8 or not any(trace_id):
         reject = SpanReject(trace_id.hex(), span.span_id.hex(), "invalid_span", "trace or span id malformed")
         return SpanAdmission("reject", reject=reject)
-    if selection.sample_rate < 1.0 and sample_score(trace_id) >= selection.sample_rate:
+    if not sampled_in(selection.sample_rate, trace_id):
         return SpanAdmission("sampled_out")
     size = span.ByteSize()
     if size > selection.max_input_bytes:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from aiokafka import TopicPartition
 
-from sidecar.conventions.selection import Selection, classify, sample_score
+from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, trace_runs
@@ -69,6 +69,7 @@ class TraceScope:
         turns: TurnPublishing | None = None,
     ) -> None:
         self._scorers = tuple(scorers)
+        self._highest_rate = max((s.selection.sample_rate for s in self._scorers), default=0.0)
         self._turns = turns
         self._limits = limits
         self.buffer: TraceBuffer[TopicPartition] = limits.buffer()
@@ -115,13 +116,8 @@ class TraceScope:
     def _wanted(self, trace_id: bytes) -> bool:
         # Sampling is by trace id: a trace every trace-scope scorer samples out is not buffered at all (unless it
         # may be a conversation's turn).
-        if self._turns is not None:
-            return True
-        for configured in self._scorers:
-            rate = configured.selection.sample_rate
-            if rate >= 1.0 or (rate > 0.0 and sample_score(trace_id) < rate):
-                return True
-        return False
+        # A lower rate keeps a subset of what a higher one keeps: the highest decides, with one hash.
+        return self._turns is not None or sampled_in(self._highest_rate, trace_id)
 
     def _count_unwanted(self, spans: list[TraceSpan]) -> None:
         # A trace that no trace-scope scorer samples in is never buffered, so never assembled: its agent spans

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sidecar.conventions.selection import Selection, classify, sample_score
+from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.session_turns import TurnSummary, turns_of
 from sidecar.conventions.spans import admit
 from sidecar.conventions.trace_runs import TraceSpan
@@ -27,7 +27,7 @@ __all__ = ["TurnPublishing", "samples_in"]
 
 def samples_in(rate: float, conversation_id: str) -> bool:
     """Whether a scorer sampling ``rate`` of the conversations scores this one (the same on every replica)."""
-    return rate >= 1.0 or (rate > 0.0 and sample_score(conversation_id.encode()) < rate)
+    return sampled_in(rate, conversation_id.encode())
 
 
 class TurnPublishing:
