@@ -138,8 +138,13 @@ class DatadogStandIn:
 
     def _answer(self, raw: bytes, api_key: str | None) -> tuple[web.Response, Any]:
         if self.faults or self.always is not None:
+            body = json.loads(raw)
+            try:  # a faulted request is checked all the same
+                EvalMetricRequest.model_validate(body)
+            except ValidationError as exc:
+                self.invalid.append(str(exc))
             status, headers = (self.always, {}) if self.always is not None else self.faults.pop(0)
-            return web.json_response({"errors": [f"scripted {status}"]}, status=status, headers=headers), None
+            return web.json_response({"errors": [f"scripted {status}"]}, status=status, headers=headers), body
         if api_key != self.api_key:
             return web.json_response({"errors": ["Forbidden"]}, status=403), None
         if len(raw) > self.max_body_bytes:

@@ -106,6 +106,8 @@ class LangfuseStandIn:
 
     def _answer(self, authorization: str | None, body: Any) -> web.Response:
         if self.faults or self.always is not None:
+            for item in body if isinstance(body, list) else [body]:  # a faulted request is checked all the same
+                self._problem(item)
             status, headers = (self.always, {}) if self.always is not None else self.faults.pop(0)
             return web.json_response({"message": f"scripted {status}"}, status=status, headers=headers)
         expected = "Basic " + base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
