@@ -30,6 +30,7 @@ from sidecar.scorers.user_frustration import (
     frustration_score,
 )
 from sidecar.scoring import JudgeModel
+from sidecar.scoring.agent import SystemMessage
 from sidecar.scoring.prompting import round_to_two_decimals
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.session_runs import Turn, run_kwargs, session_run
@@ -63,6 +64,16 @@ def test_a_session_run_reads_as_numbered_turns_with_their_tool_calls_and_the_sys
         request.input.model_dump(by_alias=True), [m.model_dump(by_alias=True) for m in request.output]
     )
     assert as_json == conversation
+    # A prompt repeated (each turn's trace carries it again) is read once, typed or as JSON.
+    again = request.input.model_copy(
+        update={"system_messages": (*request.input.system_messages, SystemMessage(content="Be brief."),
+                                    *request.input.system_messages)}
+    )  # fmt: skip
+    typed = conversation_of(again, request.output)
+    assert typed.system == SUPPORT + "\n\nBe brief."
+    assert (
+        conversation_of(again.model_dump(by_alias=True), [m.model_dump(by_alias=True) for m in request.output]) == typed
+    )
 
 
 def test_mastras_stored_message_shape_and_a_plain_run_read_as_conversations() -> None:

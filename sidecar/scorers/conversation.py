@@ -21,7 +21,7 @@ from typing import Any
 
 from sidecar.scorers.text import (
     get_assistant_message_from_run_output,
-    get_combined_system_prompt,
+    get_system_messages_from_run_input,
     get_text_content_from_message,
     get_user_message_from_run_input,
 )
@@ -84,11 +84,11 @@ def conversation_of(run_input: Any, run_output: Any) -> Conversation:
         # Mastra's stored shape as scripts and datasets write it: read as its extractors read it.
         users = [get_text_content_from_message(m) for m in data["inputMessages"] if _role(m) == "user"]
         answers = [(get_text_content_from_message(m), _json_calls(m)) for m in messages if _role(m) == "assistant"]
-        return _paired(users, answers, get_combined_system_prompt(data))
+        return _paired(users, answers, _system(data))
     user = get_user_message_from_run_input(run_input) or ""
     answer = get_assistant_message_from_run_output(run_output) or ""
     turns = (ConversationTurn(1, user, answer),) if user or answer else ()
-    return Conversation(turns, get_combined_system_prompt(data) if isinstance(data, Mapping) else "")
+    return Conversation(turns, _system(data) if isinstance(data, Mapping) else "")
 
 
 def _paired(users: list[str], answers: list[tuple[str, tuple[ConversationToolCall, ...]]], system: str) -> Conversation:
@@ -113,10 +113,9 @@ def _role(message: Any) -> str | None:
     return role if isinstance(role, str) else None
 
 
-def _system(value: AgentRunInput) -> str:
-    texts = [m.content for m in value.system_messages if m.content]
-    texts.extend(m.content for tagged in value.tagged_system_messages.values() for m in tagged if m.content)
-    return "\n\n".join(dict.fromkeys(texts))  # a prompt repeated by a later turn is read once
+def _system(run_input: Any) -> str:
+    # A prompt repeated by a later turn is read once, whichever form the run came in.
+    return "\n\n".join(dict.fromkeys(get_system_messages_from_run_input(run_input)))
 
 
 def _typed_calls(message: AgentMessage) -> tuple[ConversationToolCall, ...]:

@@ -213,13 +213,7 @@ def _output(run: ScorerRun) -> str:
 
 
 def _system(run: ScorerRun) -> str:
-    value = run.input
-    if isinstance(value, AgentRunInput):  # the service's runs: typed, no JSON round trip
-        texts = [m.content for m in value.system_messages if m.content]
-        texts.extend(m.text for m in value.input_messages if m.role == "system" and m.text)
-        texts.extend(m.content for tagged in value.tagged_system_messages.values() for m in tagged if m.content)
-        return "\n\n".join(texts)
-    return get_combined_system_prompt(value)
+    return get_combined_system_prompt(run.input)
 
 
 def _message_line(message: AgentMessage) -> str:

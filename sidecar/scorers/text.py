@@ -121,6 +121,11 @@ def get_user_message_from_run_input(run_input: Any) -> str | None:
 
 def get_system_messages_from_run_input(run_input: Any) -> list[str]:
     """System messages, then system-role messages of the input, then tagged system messages."""
+    if isinstance(run_input, AgentRunInput):  # the service's runs, typed: read as their JSON is, without it
+        typed = [m.content for m in run_input.system_messages if m.content]
+        typed.extend(m.text for m in run_input.input_messages if m.role == "system" and m.text)
+        typed.extend(m.content for tagged in run_input.tagged_system_messages.values() for m in tagged if m.content)
+        return typed
     run_input = to_json_value(run_input)
     found: list[str] = []
     if isinstance(run_input, list):
