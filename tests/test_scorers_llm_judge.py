@@ -21,7 +21,7 @@ from sidecar.ingest import decode_traces
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.scorers import create_llm_judge_scorer
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
-from sidecar.scorers.llm_judge_template import compile_template
+from sidecar.scorers.llm_judge_template import TemplateProblems, compile_template
 from sidecar.scorers.llm_judge_variables import run_text
 from sidecar.scoring import AgentRunInput, ScorerRunError, ScorerRunResult
 from sidecar.scoring.agent import SystemMessage, ToolInvocation, assistant_message, user_message
@@ -432,3 +432,15 @@ def test_every_variable_reads_the_same_from_a_typed_run_and_from_its_json_form()
     for name in ("input", "output", "system", "messages", "tool_calls", "conversation"):
         assert run_text(name, typed) == run_text(name, as_json), name
     assert run_text("tool_calls", typed)[0] == 'refund({"id": 3}) → error: denied'
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ tool_calls | list }}", "{{ output | pprint }}", "{{ tool_calls | map('string') | list }}",
+     "{{ output | wordcount }}"],
+)  # fmt: skip
+def test_a_filter_that_would_send_something_else_than_the_variables_text_is_refused(template: str) -> None:
+    """An object's address, a placeholder or a count instead of the traced text: refused when the configuration
+    is loaded, not sent to the judge on every run."""
+    with pytest.raises(TemplateProblems, match=r"print (it|variables) as (it is|they are)"):
+        compile_template(template)

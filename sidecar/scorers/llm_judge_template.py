@@ -110,6 +110,10 @@ class _Value:
     def __bool__(self) -> bool:
         return self._present
 
+    def __repr__(self) -> str:
+        # A filter that prints a value's repr (list, pprint) would send an object's address, not the text.
+        raise TypeError("a variable printed through a filter (list, pprint...): print it as it is")
+
 
 class _Items(_Value):
     """A list variable: printed whole (one item per line), counted, iterated or indexed item by item."""
@@ -226,8 +230,10 @@ class JudgeTemplate:
             raise TemplateUseError(f"the prompt template failed on this run: {exc}") from None
         pieces = _TOKEN.split(rendered)
         out: list[str] = []
+        placed: set[int] = set()
         for i, piece in enumerate(pieces):
             if i % 2:  # a placeholder's number: its quote goes in, never scanned again
+                placed.add(int(piece))
                 out.append(slots.texts[int(piece)])
             elif _OPEN in piece or _CLOSE in piece:
                 raise TemplateUseError(
@@ -236,6 +242,11 @@ class JudgeTemplate:
                 )
             else:
                 out.append(piece)
+        if len(placed) < len(slots.texts):  # a value was read as text, then its text never reached the prompt
+            raise TemplateUseError(
+                "the prompt template turns a variable into something else (a filter such as wordcount, list or "
+                "map('string') on it): print variables as they are, e.g. {{ output }}"
+            )
         return "".join(out).strip()
 
     @property
