@@ -534,10 +534,4 @@ async def test_a_judge_outage_holds_the_closed_windows_and_the_judge_metrics_equ
         assert len({v["scoreId"] for v in values}) == 1
         assert values[-1]["turnTraceIds"] == [t.trace_id for t in traces[cid]]
     assert sample(text, "scoring_sidecar_judge_held_runs", {}) == 0
-    answered = sum(
-        sample(text, "scoring_sidecar_judge_calls_total", {"outcome": outcome})
-        for outcome in ("ok", "invalid_output", "rate_limited", "error", "timeout")
-    )
-    assert answered == judge.requests > 0
-    assert sample(text, "scoring_sidecar_judge_tokens_total", {"type": "input"}) == judge.input_tokens
-    assert sample(text, "scoring_sidecar_judge_tokens_total", {"type": "output"}) == judge.output_tokens
+    judge.assert_billed(text)  # the judge metrics are the judge's bill

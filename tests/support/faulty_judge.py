@@ -44,6 +44,18 @@ class FaultyJudge:
     async def up(self) -> None:
         self._server = await JudgeServer(self._reply, record=False).start(port=self.port)
 
+    def assert_billed(self, metrics_text: str) -> None:
+        """The sidecar's judge metrics are this judge's bill: every answered call and every token, once."""
+        from tests.test_service_e2e import sample
+
+        answered = sum(
+            sample(metrics_text, "scoring_sidecar_judge_calls_total", {"outcome": outcome})
+            for outcome in ("ok", "invalid_output", "rate_limited", "error", "timeout")
+        )
+        assert answered == self.requests > 0
+        assert sample(metrics_text, "scoring_sidecar_judge_tokens_total", {"type": "input"}) == self.input_tokens
+        assert sample(metrics_text, "scoring_sidecar_judge_tokens_total", {"type": "output"}) == self.output_tokens
+
     async def down(self) -> None:
         """Stop listening and close every connection (in-flight answers are finished first)."""
         if self._server is not None:
