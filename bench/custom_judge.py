@@ -38,8 +38,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from pydantic import SecretStr
 
 from sidecar.scorers import create_llm_judge_scorer, create_rubric_scorer
-from sidecar.scorers.llm_judge import LlmJudgeOptions
-from sidecar.scorers.llm_judge_variables import run_text
+from sidecar.scorers.custom.llm_judge import LlmJudgeOptions
+from sidecar.scorers.custom.llm_judge_variables import run_text
 from sidecar.scoring import AgentRunInput, Scorer
 from sidecar.scoring.agent import SystemMessage, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.judge.client import close_default_judge_clients

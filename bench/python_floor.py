@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.selection import classify
-from sidecar.scorers.content_similarity import compare_two_strings
+from sidecar.scorers.string_similarity import compare_two_strings
 
 
 def _texts(attributes: Mapping[str, Any], *, output: bool) -> str:

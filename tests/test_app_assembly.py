@@ -15,7 +15,7 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import assemble
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.runtime.attempt import attempt_scorer
-from sidecar.scorers.registry import kinds_table
+from sidecar.scorers.catalog import kinds_table
 from sidecar.scoring import AgentRunInput
 from sidecar.scoring.agent import assistant_message
 from sidecar.settings import SettingsError, load_eval_settings, load_settings

@@ -157,6 +157,18 @@ BAD_IMPORTS = [
         id="runtime-imports-the-settings-above-it",
     ),
     pytest.param(
+        "scorers",
+        "sidecar/scorers/rag/_bad_import.py",
+        "from sidecar.scorers.quality.toxicity import toxicity_score\n",
+        id="a-scorer-family-imports-another",
+    ),
+    pytest.param(
+        "scorers",
+        "sidecar/scorers/registry.py",  # overwritten in the copy: the registry lists kinds without importing them
+        "def kinds() -> object:\n    from sidecar.scorers import catalog\n\n    return catalog\n",
+        id="the-registry-imports-the-catalog-above-the-families-lazily",
+    ),
+    pytest.param(
         "support",
         "sidecar/app/_bad_import.py",
         "from sidecar.testing.judge_server import JudgeServer\n",

@@ -15,7 +15,7 @@ from sidecar.cli import main
 from sidecar.eval import EvalError, load_dataset
 from sidecar.eval.command import run_eval
 from sidecar.eval.dataset import DatasetError
-from sidecar.scorers.conversation import conversation_of
+from sidecar.scorers.conversation.transcript import conversation_of
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 

@@ -22,7 +22,7 @@ from sidecar.embedded.conversations import SCRIPTS, ConversationTraffic
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import AGENTS, AgentProfile, Conversation, TrafficGenerator
 from sidecar.runtime.attempt import attempt_scorer
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scoring.types import ScorerRunResult
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer

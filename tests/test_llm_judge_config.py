@@ -26,7 +26,7 @@ from sidecar.core import names as n
 from sidecar.core.scored import score_id_of
 from sidecar.ingest.pipeline import IngestConfig, process_record
 from sidecar.runtime.attempt import attempt_scorer
-from sidecar.scorers.llm_judge_variables import variables_table
+from sidecar.scorers.custom.llm_judge_variables import variables_table
 from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import agent_run
@@ -260,5 +260,7 @@ async def test_the_label_reaches_the_score_record_the_otlp_event_and_the_phoenix
 
 def test_the_guide_lists_every_variable_as_the_code_declares_it() -> None:
     page = (ROOT / "docs" / "custom-judges.md").read_text()
-    table = page.split("<!-- variables:begin (generated from sidecar/scorers/llm_judge_variables.py) -->\n", 1)[1]
+    table = page.split("<!-- variables:begin (generated from sidecar/scorers/custom/llm_judge_variables.py) -->\n", 1)[
+        1
+    ]
     assert table.split("\n<!-- variables:end", 1)[0] == variables_table()

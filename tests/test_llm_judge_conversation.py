@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar.scorers import create_llm_judge_scorer
-from sidecar.scorers.conversation import conversation_of, render_conversation
-from sidecar.scorers.llm_judge_template import compile_template
-from sidecar.scorers.llm_judge_variables import run_text
+from sidecar.scorers.conversation.transcript import conversation_of, render_conversation
+from sidecar.scorers.custom.llm_judge_template import compile_template
+from sidecar.scorers.custom.llm_judge_variables import run_text
 from sidecar.scoring.steps import ScorerRun
 from sidecar.settings import SettingsError, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply

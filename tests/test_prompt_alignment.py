@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from sidecar.core.runs import ScorerRunRequest, SpanTarget, missing_parts
 from sidecar.scorers import create_prompt_alignment_scorer_llm
-from sidecar.scorers.prompt_alignment import (
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.quality.prompt_alignment import (
     PromptAlignmentAnalysis,
     PromptAlignmentAnalysisWithSystem,
     prompt_alignment_score,
 )
-from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import ScorerRunError
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 from sidecar.scoring.prompting import round_to_two_decimals

@@ -18,7 +18,7 @@ from pydantic import BaseModel, SecretStr
 from sidecar.app.scorer_factory import ScorerBuildError, build_scorer, build_scorers
 from sidecar.cli import main
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.settings import (
     JudgeSettings,

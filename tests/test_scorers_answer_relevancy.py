@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_answer_relevancy_scorer
-from sidecar.scorers.answer_relevancy import AnswerRelevancyResults, AnswerRelevancyStatements
+from sidecar.scorers.quality.answer_relevancy import AnswerRelevancyResults, AnswerRelevancyStatements
 from sidecar.scoring import ScorerRunError
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.scorers import AnswerSimilarityOptions, create_answer_similarity_scorer
-from sidecar.scorers.answer_similarity import SemanticUnits, SimilarityAnalysis, answer_similarity_score
-from sidecar.scorers.answer_similarity_prompts import NO_GROUND_TRUTH_REASON_PROMPT
+from sidecar.scorers.quality.answer_similarity import SemanticUnits, SimilarityAnalysis, answer_similarity_score
+from sidecar.scorers.quality.answer_similarity_prompts import NO_GROUND_TRUTH_REASON_PROMPT
 from sidecar.scorers.quality_common import js_truthy
 from sidecar.scoring import ScorerRunError
 from sidecar.testing.judge_server import JudgeServer, Reply

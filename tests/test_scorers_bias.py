@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_bias_scorer
-from sidecar.scorers.bias import BiasAnalysis, BiasOpinions
+from sidecar.scorers.quality.bias import BiasAnalysis, BiasOpinions
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted
 

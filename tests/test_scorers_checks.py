@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_checks_scorer
-from sidecar.scorers.checks import ChecksOptions, ChecksPreprocess, compile_js_regex
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.tool_use.checks import ChecksOptions, ChecksPreprocess, compile_js_regex
 from sidecar.settings import SettingsError, load_settings
 from tests.support.tool_runs import Shape, invocation, live_config, run_with_tools
 

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from sidecar.scorers.js_text import js_split_whitespace, js_trim, utf16_len, utf16_pair
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.code.js_text import js_split_whitespace, js_trim, utf16_len, utf16_pair
 from sidecar.scorers.text import get_input_messages_text, get_output_messages_text
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.types import to_json_value

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.scorers.completeness import (
+from sidecar.scorers.code.completeness import (
     CompletenessPreprocess,
     calculate_coverage,
     create_completeness_scorer,

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.scorers.content_similarity import (
+from sidecar.scorers.code.content_similarity import (
     ContentSimilarityOptions,
-    compare_two_strings,
     create_content_similarity_scorer,
 )
+from sidecar.scorers.string_similarity import compare_two_strings
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.types import to_json_value
 

@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.scorers import create_context_precision_scorer
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scorers.context import NO_CONTEXT_REASON
-from sidecar.scorers.context_precision import (
+from sidecar.scorers.rag.context_precision import (
     EMPTY_CONTEXT_REASON,
     ContextPrecisionVerdicts,
     context_precision_score,
 )
-from sidecar.scorers.registry import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import js_number

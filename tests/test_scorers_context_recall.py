@@ -12,15 +12,15 @@ import pytest
 from pydantic import ValidationError
 
 from sidecar.scorers import create_context_recall_scorer
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scorers.context import NO_CONTEXT_REASON
-from sidecar.scorers.context_recall import (
+from sidecar.scorers.rag.context_recall import (
     NO_GROUND_TRUTH_REASON,
     ContextRecallVerdicts,
     context_recall_score,
     ground_truth_text,
 )
-from sidecar.scorers.rag_common import ExtractedClaims
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.rag.rag_common import ExtractedClaims
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.prompting import js_number

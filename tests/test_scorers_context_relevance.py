@@ -14,14 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.scorers import create_context_relevance_scorer_llm
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scorers.context import NO_CONTEXT_REASON
-from sidecar.scorers.context_relevance import (
+from sidecar.scorers.rag.context_relevance import (
     ContextRelevanceAnalysis,
     ContextRelevancePenalties,
     context_relevance_score,
 )
-from sidecar.scorers.context_relevance_prompts import NO_CONTEXT_PLACEHOLDER
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.rag.context_relevance_prompts import NO_CONTEXT_PLACEHOLDER
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.prompting import js_number

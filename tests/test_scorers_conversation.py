@@ -17,12 +17,12 @@ from sidecar.scorers import (
     create_role_adherence_scorer,
     create_user_frustration_scorer,
 )
-from sidecar.scorers.conversation import conversation_of, render_conversation, turn_list
-from sidecar.scorers.conversation_completeness import UserRequest, completeness_score
-from sidecar.scorers.knowledge_retention import TurnRetention, retention_score
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.role_adherence import TurnRole, role_score
-from sidecar.scorers.user_frustration import (
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.conversation.conversation_completeness import UserRequest, completeness_score
+from sidecar.scorers.conversation.knowledge_retention import TurnRetention, retention_score
+from sidecar.scorers.conversation.role_adherence import TurnRole, role_score
+from sidecar.scorers.conversation.transcript import conversation_of, render_conversation, turn_list
+from sidecar.scorers.conversation.user_frustration import (
     FRUSTRATION_SCORES,
     FrustrationAnalysis,
     UserTurnMood,

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from sidecar.app.scorer_factory import build_scorer
 from sidecar.scorers import create_faithfulness_scorer
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scorers.context import NO_CONTEXT_REASON
-from sidecar.scorers.faithfulness import FaithfulnessVerdicts, faithfulness_score
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.rag.faithfulness import FaithfulnessVerdicts, faithfulness_score
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import js_number, round_to_two_decimals

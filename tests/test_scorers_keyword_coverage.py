@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.scorers.keyword_coverage import create_keyword_coverage_scorer
-from sidecar.scorers.keywords import ENGLISH_STOPWORDS, extract_keywords
+from sidecar.scorers.code.keyword_coverage import create_keyword_coverage_scorer
+from sidecar.scorers.code.keywords import ENGLISH_STOPWORDS, extract_keywords
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.types import to_json_value
 

@@ -21,8 +21,8 @@ from sidecar.ingest import decode_traces
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.scorers import create_llm_judge_scorer
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
-from sidecar.scorers.llm_judge_template import TemplateProblems, compile_template
-from sidecar.scorers.llm_judge_variables import run_text
+from sidecar.scorers.custom.llm_judge_template import TemplateProblems, compile_template
+from sidecar.scorers.custom.llm_judge_variables import run_text
 from sidecar.scoring import AgentRunInput, ScorerRunError, ScorerRunResult
 from sidecar.scoring.agent import SystemMessage, ToolInvocation, assistant_message, user_message
 from sidecar.scoring.prompting import quote_untrusted

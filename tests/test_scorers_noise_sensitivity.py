@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from sidecar.scorers import create_noise_sensitivity_scorer_llm
-from sidecar.scorers.noise_sensitivity import NoiseScoring, NoiseSensitivityAnalysis, noise_sensitivity_score
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.rag.noise_sensitivity import NoiseScoring, NoiseSensitivityAnalysis, noise_sensitivity_score
 from sidecar.scoring import JudgeModel, ScorerRunError
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.prompting import js_number

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scoring import JudgeModel
 from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply

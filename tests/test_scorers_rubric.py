@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_rubric_scorer
-from sidecar.scorers.rubric import RubricAnalysis, parse_rubric
-from sidecar.scorers.rubric_prompts import NO_RUBRIC_PROMPT
+from sidecar.scorers.quality.rubric import RubricAnalysis, parse_rubric
+from sidecar.scorers.quality.rubric_prompts import NO_RUBRIC_PROMPT
 from sidecar.scoring import ScorerRunError, ScorerRunResult
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted

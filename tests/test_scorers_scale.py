@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.scorers.registry import scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scoring import AgentRunInput
 from sidecar.scoring.agent import assistant_message, user_message
 

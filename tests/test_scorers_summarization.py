@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from sidecar.scorers import create_summarization_scorer
-from sidecar.scorers.summarization import CoverageJudgement, SourceJudgement, summary_of
+from sidecar.scorers.quality.summarization import CoverageJudgement, SourceJudgement, summary_of
 from sidecar.scorers.text import extract_agent_response_messages, is_agent_run_output
 from sidecar.scoring import ScorerRunResult
 from sidecar.scoring.agent import AgentRunInput, ToolInvocation, assistant_message, user_message

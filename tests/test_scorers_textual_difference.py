@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.scorers.js_text import utf16_pair
-from sidecar.scorers.textual_difference import (
+from sidecar.scorers.code.js_text import utf16_pair
+from sidecar.scorers.code.textual_difference import (
     TextualDifferencePreprocess,
     count_changes,
     create_textual_difference_scorer,

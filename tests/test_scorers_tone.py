@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.scorers.sentiment import NEGATORS, analyze, sentiment_labels
-from sidecar.scorers.tone import ToneOptions, create_tone_scorer, tone_consistency, tone_stability
+from sidecar.scorers.code.sentiment import NEGATORS, analyze, sentiment_labels
+from sidecar.scorers.code.tone import ToneOptions, create_tone_scorer, tone_consistency, tone_stability
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.types import to_json_value
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_tool_call_accuracy_scorer_code
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.tool_call_accuracy import ToolCallAccuracyPreprocess, check_tool_order
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.tool_use.tool_call_accuracy import ToolCallAccuracyPreprocess, check_tool_order
 from sidecar.scoring import ScorerRunError
 from sidecar.settings import SettingsError, load_settings
 from tests.support.tool_runs import Shape, agent_run, invocation, live_config, message, run_with_tools

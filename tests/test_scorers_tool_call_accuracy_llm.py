@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_tool_call_accuracy_scorer_llm
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.tool_call_accuracy_llm import ToolSelectionAnalysis, tool_selection_score
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.tool_use.tool_call_accuracy_llm import ToolSelectionAnalysis, tool_selection_score
 from sidecar.scoring import ScorerRunError
 from sidecar.settings import SettingsError, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply

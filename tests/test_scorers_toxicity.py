@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_toxicity_scorer
-from sidecar.scorers.toxicity import ToxicityAnalysis, ToxicityVerdict, toxicity_score
+from sidecar.scorers.quality.toxicity import ToxicityAnalysis, ToxicityVerdict, toxicity_score
 from sidecar.scoring import ScorerRunError
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.agent_runs import INJECTION, agent_run, quoted

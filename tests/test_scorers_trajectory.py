@@ -11,10 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.scorers import create_trajectory_accuracy_scorer_code
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.trajectory import ExpectedStep, Trajectory, expectation_from_ground_truth, extract_trajectory
-from sidecar.scorers.trajectory_accuracy import NO_EXPECTED_TRAJECTORY, TrajectoryAccuracyPreprocess
-from sidecar.scorers.trajectory_checks import (
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.tool_use.trajectory import (
+    ExpectedStep,
+    Trajectory,
+    expectation_from_ground_truth,
+    extract_trajectory,
+)
+from sidecar.scorers.tool_use.trajectory_accuracy import NO_EXPECTED_TRAJECTORY, TrajectoryAccuracyPreprocess
+from sidecar.scorers.tool_use.trajectory_checks import (
     analyze_tool_failures,
     check_trajectory_blacklist,
     check_trajectory_efficiency,
@@ -222,7 +227,7 @@ async def test_scale() -> None:
 
 
 def test_expected_steps_from_a_trajectory_drop_run_only_fields() -> None:
-    from sidecar.scorers.trajectory_accuracy import TrajectoryAccuracyOptions
+    from sidecar.scorers.tool_use.trajectory_accuracy import TrajectoryAccuracyOptions
 
     opts = TrajectoryAccuracyOptions.model_validate(
         {"expectedTrajectory": {"steps": [{"stepType": "tool_call", "name": "a", "durationMs": 5,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from sidecar.scorers import create_trajectory_accuracy_scorer_llm
-from sidecar.scorers.registry import scorer_kinds
-from sidecar.scorers.trajectory import ExpectedStep, TrajectoryStep
-from sidecar.scorers.trajectory_llm import (
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.tool_use.trajectory import ExpectedStep, TrajectoryStep
+from sidecar.scorers.tool_use.trajectory_llm import (
     TrajectoryAnalysis,
     format_expected_steps,
     format_trajectory,

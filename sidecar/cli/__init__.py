@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "preview":
         return _guarded("preview", lambda: commands.preview(args))
     if args.command == "kinds":
-        from sidecar.scorers.registry import kinds_table
+        from sidecar.scorers.catalog import kinds_table
 
         print(kinds_table())
         print("\nor `python: package.module:factory` for your own (docs/scorers.md)")

@@ -5,7 +5,8 @@ Each prebuilt scorer module registers its kind with ``@scorer_kind(...)`` next t
 options model (validated with the kind's own model, so a typo inside ``options:`` is reported like any
 other key, with "did you mean"), whether it needs a judge, whether it can score live
 traffic or only ``eval`` datasets, and a one-line description. Settings validation, ``validate``,
-``eval``, the scorer factory and the docs' list of kinds all read this registry.
+``eval``, the scorer factory and the docs' list of kinds read it through ``sidecar.scorers.catalog``, which
+imports every family first; this module sits below the families, which import it to declare themselves.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from sidecar.core.runs import SCOPES, SINGLE_RUN_SCOPES, Scope
+from sidecar.core.runs import SINGLE_RUN_SCOPES, Scope
 from sidecar.scoring import JudgeModel, Scorer
 
 __all__ = [
@@ -28,9 +29,8 @@ __all__ = [
     "ScorerFacts",
     "ScorerKind",
     "kind_of",
-    "kinds_table",
+    "registered_kinds",
     "scorer_kind",
-    "scorer_kinds",
 ]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
@@ -181,43 +181,7 @@ def kind_of(factory: object) -> ScorerKind[Any] | None:
     return _BY_FACTORY.get(factory) if callable(factory) else None
 
 
-def scorer_kinds() -> Mapping[str, ScorerKind[Any]]:
-    """Every registered kind by name (importing ``sidecar.scorers`` registers the prebuilt ones)."""
-    import sidecar.scorers  # noqa: F401  (the prebuilt modules register themselves on import)
-
+def registered_kinds() -> Mapping[str, ScorerKind[Any]]:
+    """The kinds registered so far, read-only (``sidecar.scorers.catalog.scorer_kinds`` imports the prebuilt
+    families first, so that every prebuilt kind is there)."""
     return MappingProxyType(_KINDS)
-
-
-def kinds_table(kinds: Mapping[str, ScorerKind[Any]] | None = None) -> str:
-    """The prebuilt kinds as a Markdown table (``scoring-sidecar kinds`` prints it; docs/scorers.md holds it)."""
-    rows = [
-        "| kind | what it scores | judge calls per run | needs | better | live | scopes | options (default) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    chosen = kinds if kinds is not None else {n: k for n, k in scorer_kinds().items() if k.prebuilt}
-    for name, kind in sorted(chosen.items()):
-        options = ", ".join(
-            f"`{field}` ({'required' if info.is_required() else _default(info.default)})"
-            for field, info in kind.options.model_fields.items()
-        )
-        needs = (
-            ", ".join(need.replace("_", " ") for need in NEED_ORDER if need in kind.needs) or "what its options name"
-        )
-        calls = f"{kind.judge_calls_per_run:g}" if kind.needs_judge else "0 (code)"
-        live = "eval only" if kind.eval_only else "yes"
-        scopes = ", ".join(scope for scope in SCOPES if scope in kind.scopes)
-        rows.append(
-            f"| `{name}` | {kind.description} | {calls} | {needs} | {kind.direction} | {live} | {scopes} | "
-            f"{options or '-'} |"
-        )
-    return "\n".join(rows)
-
-
-def _default(value: object) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, BaseModel | dict | list | tuple):
-        return "see its page"  # nested defaults (weights, penalties) are documented with the kind
-    return str(value)

@@ -20,7 +20,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
 from sidecar.core.runs import SCOPES, Scope
-from sidecar.scorers.registry import ScorerKind, scorer_kinds
+from sidecar.scorers.catalog import scorer_kinds
+from sidecar.scorers.registry import ScorerKind
 from sidecar.settings.base import _Frozen, _non_empty
 from sidecar.settings.errors import _message, _problem
 
