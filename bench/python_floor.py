@@ -75,14 +75,22 @@ def _rate(pool: list[bytes], work: Callable[[bytes], object], rounds: int = 5) -
 
 def main() -> None:
     from bench.e2e_harness import build_pool
-    from sidecar.conventions.selection import Selection
-    from sidecar.ingest.pipeline import IngestConfig, process_record_multi
+    from sidecar.ingest.pipeline import IngestConfig, read_record
+    from sidecar.runtime.configured import ConfiguredScorer
+    from sidecar.runtime.stages.span import SpanAssembly
+    from sidecar.scorers import create_content_similarity_scorer
 
     pool = [template.data for template in build_pool(300)]
-    config, selections = IngestConfig(topic="t"), (Selection(),)
+    config = IngestConfig(topic="t")
+    span_scope = SpanAssembly([ConfiguredScorer(create_content_similarity_scorer())])
+
+    def ingest_one(data: bytes) -> object:
+        traces = read_record(data, config).traces
+        return span_scope.of_record(traces) if traces is not None else None
+
     parse = _rate(pool, ExportTraceServiceRequest.FromString)
     floor = _rate(pool, bare_score_records)
-    ingest = _rate(pool, lambda data: process_record_multi(data, config, selections))
+    ingest = _rate(pool, ingest_one)
     print(f"FromString: {parse:,.0f} traces/s per core of CPU")
     print(f"bare Python scoring (this module): {floor:,.0f} traces/s")
     print(f"the sidecar's ingest alone (decode, select, map): {ingest:,.0f} traces/s")

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.e2e_traces import build_trace_pool
 from sidecar.app.serve import tune_gc
 from sidecar.conventions.selection import Selection
-from sidecar.conventions.trace_runs import trace_runs
-from sidecar.ingest.pipeline import IngestConfig, process_record_multi
-from sidecar.runtime.ledger import RecordLedger
+from sidecar.conventions.trace_runs import group_by_trace, trace_runs
+from sidecar.ingest.pipeline import IngestConfig, read_record
+from sidecar.runtime.claims import Claims
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer
 
 
@@ -47,7 +47,7 @@ def main() -> None:
     pool = build_trace_pool(50)
     config = IngestConfig(topic="t")
     buffer: TraceBuffer[int] = TraceBuffer(idle_s=3600, max_wait_s=3600)
-    ledger: RecordLedger[int] = RecordLedger()
+    claims: Claims[int] = Claims()
     rng = random.Random(7)
     tune_gc()  # the service's collector settings
     before = rss_mb()
@@ -60,15 +60,20 @@ def main() -> None:
             # Made here, as a fetch makes it: a buffer that keeps the record keeps memory this counts.
             value = data.replace(template.trace_id, trace_id)
             started = time.process_time()
-            processed = process_record_multi(value, config, (None,), group_traces=True, offset=offset)
-            ledger.track(0, offset)
+            read = read_record(value, config)
+            assert read.traces is not None
+            grouped = group_by_trace(read.traces, offset=offset, record=value)
+            claim = claims.open(0, offset, len(value))
+            assert claim is not None
             middle = time.process_time()
-            joined = sum(buffer.add(0, offset, tid, spans) == "buffered" for tid, spans in processed.traces.items())
-            ledger.hold(0, offset, joined, len(value))
+            for tid, spans in grouped.items():
+                if buffer.add(0, offset, tid, spans, held=claim) == "buffered":
+                    claim.take()
+            claim.seal()
             cpu["buffer"] += time.process_time() - middle
             cpu["intake"] += middle - started
             offset += 1
-    del processed
+    del read, grouped
     gc.collect()
     grown = rss_mb() - before
     per_trace_kb = grown * 1024 / args.traces

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -122,7 +123,7 @@ BAD_IMPORTS = [
     ),
     pytest.param(
         "runtime",
-        "sidecar/runtime/ledger.py",  # overwritten in the copy: the layers name the runtime's own modules
+        "sidecar/runtime/claims.py",  # overwritten in the copy: the layers name the runtime's own modules
         "from sidecar.runtime.dispatch import RunDispatcher\n",
         id="runtime-bookkeeping-imports-the-dispatcher",
     ),
@@ -135,7 +136,7 @@ BAD_IMPORTS = [
     pytest.param(
         "runtime",
         "sidecar/runtime/sessions/_bad_import.py",
-        "from sidecar.runtime.trace_scope import TraceScope\n",
+        "from sidecar.runtime.stages.trace import TraceStage\n",
         id="runtime-conversations-import-the-trace-stage-above-them",
     ),
     pytest.param(
@@ -155,6 +156,18 @@ BAD_IMPORTS = [
         "sidecar/runtime/_bad_settings.py",
         "from sidecar.settings import Settings\n",
         id="runtime-imports-the-settings-above-it",
+    ),
+    pytest.param(
+        "stages",
+        "sidecar/runtime/stages/base.py",  # overwritten in the copy: the interface imports a stage
+        "def stage() -> object:\n    from sidecar.runtime.stages import span\n\n    return span\n",
+        id="the-stage-interface-imports-a-stage-lazily",
+    ),
+    pytest.param(
+        "runtime",
+        "sidecar/runtime/stages/_bad_import.py",
+        "from sidecar.runtime.records import RecordHandler\n",
+        id="a-stage-imports-the-record-handler-above-it",
     ),
     pytest.param(
         "scorers",
@@ -190,3 +203,27 @@ def test_a_bad_import_breaks_its_contract(tmp_path: Path, contract: str, path: s
     # Long contract names wrap in the report: compare with the whitespace collapsed.
     assert f"{contracts()[contract]['name']} BROKEN" in " ".join(result.stdout.split()), result.stdout
     assert module in result.stdout, result.stdout
+
+
+# Where the word a configuration writes under ``targets.scope`` may be compared: the stages (which map it to what
+# the engine does) and the settings that parse it. Anywhere else, code asks a stage (``facts_of``) instead.
+_SCOPE_TEST = re.compile(r"\bscope\s*(==|!=)|\.scope\s+(not\s+)?in\b")
+_SCOPE_HOMES = ("sidecar/runtime/stages/", "sidecar/settings/")
+
+
+def test_no_module_outside_the_stages_and_the_settings_tests_a_scope_word() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for package in ("sidecar", "exporters")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not str(path.relative_to(ROOT)).startswith(_SCOPE_HOMES)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _SCOPE_TEST.search(line)
+    ]
+    assert not found, "scope tested outside the stages:\n" + "\n".join(found)
+
+
+def test_the_scope_walker_finds_a_scope_test_where_there_is_one() -> None:
+    for line in ('if configured.scope == "trace":', "if scope != 'span':", "x = s.scope in wanted"):
+        assert _SCOPE_TEST.search(line), line
+    assert not _SCOPE_TEST.search("scope_of(x) == 2")

@@ -1,17 +1,22 @@
-"""Record decoding and the pure record pipeline: good records decode, bad ones become dead letters."""
+"""Record decoding and the pure reading of a record, then span scope's mapping of it: good records decode and map,
+bad ones become dead letters."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sidecar.conventions.trace_runs import group_by_trace
 from sidecar.core import names as n
-from sidecar.ingest import DeadLetterReason, IngestConfig, TraceDecodeError, decode_traces, process_record
-from sidecar.ingest.pipeline import process_record_multi
+from sidecar.ingest import DeadLetter, DeadLetterReason, IngestConfig, TraceDecodeError, decode_traces, read_record
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.stages.span import SpanAssembly, SpanRuns
+from tests.support.custom_scorer import create_constant_scorer
 from tests.support.otel import otlp_json, otlp_proto
 from tests.support.traces import agent_trace
 
@@ -27,6 +32,25 @@ PROTO = otlp_proto(SPANS)
 JSON = otlp_json(SPANS)
 PROTO_CONFIG = IngestConfig()
 JSON_CONFIG = IngestConfig(encoding="otlp_json")
+SPAN_SCOPE = SpanAssembly([ConfiguredScorer(create_constant_scorer())])
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A record as the service reads it (``read_record``) and as span scope maps it."""
+
+    runs: tuple[Any, ...]
+    dead_letters: tuple[DeadLetter, ...]
+    mapped: SpanRuns | None
+    spans_seen: int
+
+
+def ingest(value: bytes | None, config: IngestConfig) -> Ingested:
+    read = read_record(value, config)
+    if read.traces is None:
+        return Ingested((), (read.letter,) if read.letter is not None else (), None, 0)
+    mapped = SPAN_SCOPE.of_record(read.traces)
+    return Ingested(tuple(request for _, request in mapped.runs), tuple(mapped.letters), mapped, read.spans)
 
 
 def test_proto_and_json_decode_to_the_same_traces() -> None:
@@ -66,7 +90,7 @@ def test_json_as_the_collector_writes_it() -> None:
             }
         ]
     }
-    result = process_record(json.dumps(document).encode(), JSON_CONFIG)
+    result = ingest(json.dumps(document).encode(), JSON_CONFIG)
 
     (run,) = result.runs
     t = run.target
@@ -85,8 +109,8 @@ def test_json_as_the_collector_writes_it() -> None:
 
 
 def test_empty_record_is_an_empty_export() -> None:
-    assert process_record(b"", PROTO_CONFIG).dead_letters == ()
-    assert process_record(None, PROTO_CONFIG).runs == ()
+    assert ingest(b"", PROTO_CONFIG).dead_letters == ()
+    assert ingest(None, PROTO_CONFIG).runs == ()
 
 
 @pytest.mark.parametrize(
@@ -104,17 +128,17 @@ def test_undecodable_records(data: bytes, encoding: str) -> None:
     with pytest.raises(TraceDecodeError):
         decode_traces(data, encoding)  # type: ignore[arg-type]
     config = IngestConfig(encoding=encoding)  # type: ignore[arg-type]
-    (letter,) = process_record(data, config).dead_letters
+    (letter,) = ingest(data, config).dead_letters
     assert letter.reason is DeadLetterReason.DECODE_ERROR and letter.detail and letter.span_id is None
 
 
 def test_record_over_the_size_limit_is_not_decoded() -> None:
-    (letter,) = process_record(PROTO, IngestConfig(max_record_bytes=100)).dead_letters
+    (letter,) = ingest(PROTO, IngestConfig(max_record_bytes=100)).dead_letters
     assert letter.reason is DeadLetterReason.RECORD_TOO_LARGE and str(len(PROTO)) in letter.detail
 
 
 def test_good_record_yields_runs() -> None:
-    result = process_record(PROTO, PROTO_CONFIG)
+    result = ingest(PROTO, PROTO_CONFIG)
     assert [r.target.service_name for r in result.runs] == ["travel-api", "other"]
     assert result.dead_letters == () and result.spans_seen == 6
 
@@ -125,7 +149,7 @@ VALID_REASONS = set(DeadLetterReason) - {DeadLetterReason.INTERNAL_ERROR}
 
 
 def _check(data: bytes, config: IngestConfig) -> None:
-    result = process_record(data, config)  # must not raise
+    result = ingest(data, config)  # must not raise
     assert {d.reason for d in result.dead_letters} <= VALID_REASONS
     assert all(d.detail for d in result.dead_letters)
 
@@ -133,7 +157,7 @@ def _check(data: bytes, config: IngestConfig) -> None:
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2048), st.sampled_from([PROTO_CONFIG, JSON_CONFIG]))
 def test_arbitrary_bytes_never_raise(data: bytes, config: IngestConfig) -> None:
-    result = process_record(data, config)
+    result = ingest(data, config)
     try:
         decode_traces(data, config.encoding)
     except TraceDecodeError:
@@ -198,17 +222,17 @@ def test_arbitrary_message_content_is_a_run_or_an_unmappable_reject(content: dic
     attrs = {n.GEN_AI_OPERATION_NAME: "invoke_agent", **{k: json.dumps(v) for k, v in content.items()}}
     data = otlp_proto(agent_trace(attrs))
 
-    result = process_record(data, PROTO_CONFIG)
+    result = ingest(data, PROTO_CONFIG)
 
     assert {d.reason for d in result.dead_letters} <= {DeadLetterReason.UNMAPPABLE}
-    assert len(result.runs) + len(result.dead_letters) + result.skipped.no_content == 1
+    assert result.mapped is not None
+    assert len(result.runs) + len(result.dead_letters) + result.mapped.ingest_skips().get("no_content", 0) == 1
 
 
 def test_a_protobuf_record_of_one_trace_is_handed_on_whole_for_the_trace_buffer() -> None:
     one = otlp_proto(agent_trace(AGENT))
-    [spans] = process_record_multi(one, PROTO_CONFIG, (None,), group_traces=True).traces.values()
+    [spans] = group_by_trace(decode_traces(one), record=one).values()
     assert spans and all(item.record is one for item in spans)  # buffered as it came, not span by span
-    # Two traces in a record, or JSON (which the buffer would have to decode as JSON): spans one by one.
-    for value, config in ((PROTO, PROTO_CONFIG), (otlp_json(agent_trace(AGENT)), JSON_CONFIG)):
-        traces = process_record_multi(value, config, (None,), group_traces=True).traces
-        assert traces and all(item.record is None for spans in traces.values() for item in spans)
+    # Two traces in a record: spans one by one.
+    traces = group_by_trace(decode_traces(PROTO), record=PROTO)
+    assert len(traces) == 2 and all(item.record is None for spans in traces.values() for item in spans)

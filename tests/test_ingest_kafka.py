@@ -1,18 +1,25 @@
-"""Records through a real Kafka-compatible broker: every compression codec, poison records dead-lettered,
-the partition moving on."""
+"""Records through a real Kafka-compatible broker and the service: every compression codec, poison records
+dead-lettered with their origin, the partition moving on and committed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
+from sidecar.core import ScoredRun
 from sidecar.core import names as n
-from sidecar.ingest import DeadLetterCounter, DeadLetterReason, IngestConfig
-from sidecar.ingest.kafka import IngestedRecord, TraceIngestor, open_trace_ingestor
+from sidecar.ingest import IngestConfig
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.limits import RuntimeLimits
+from tests.support.custom_scorer import create_constant_scorer
 from tests.support.otel import otlp_json, otlp_proto
+from tests.support.service import scoring_service
+from tests.support.sidecar_process import committed_total
 from tests.support.traces import agent_trace, hex_ids, span_by_name
 
 NewTopic = Callable[..., Awaitable[str]]
@@ -29,13 +36,58 @@ def _agent(name: str, output: str = "") -> dict[str, str]:
     }
 
 
-async def _poll_until(ingestor: TraceIngestor, count: int, *, rounds: int = 100) -> list[IngestedRecord]:
-    got: list[IngestedRecord] = []
-    for _ in range(rounds):
-        got.extend(await ingestor.poll(timeout_ms=200))
-        if len(got) >= count:
-            return got
-    raise AssertionError(f"only {len(got)} of {count} records arrived")
+class Captured:
+    """A sink that keeps every finished run (and confirms every flush)."""
+
+    name = "captured"
+
+    def __init__(self) -> None:
+        self.runs: list[ScoredRun] = []
+        self.outstanding = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def submit(self, run: ScoredRun) -> None:
+        self.runs.append(run)
+
+    async def flush(self, timeout_s: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+async def _consume(
+    bootstrap: str, ingest: IngestConfig, group: str, expect_runs: int, expect_committed: int, partitions: int = 1
+) -> list[ScoredRun]:
+    """The records of ``ingest.topic`` through the service (span scope, a code scorer), until ``expect_runs`` runs
+    ended and ``expect_committed`` offsets are committed."""
+    sink = Captured()
+    service = scoring_service(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        ingest=ingest,
+        scorers=[ConfiguredScorer(create_constant_scorer())],
+        sinks=[sink],
+        limits=RuntimeLimits(commit_interval_s=0.1),
+        consumer_options={**FAST_CONSUMER, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500},
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(service.run(stop))
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            done = len(sink.runs) >= expect_runs
+            if done and await committed_total(bootstrap, group, ingest.topic, partitions) >= expect_committed:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{len(sink.runs)} of {expect_runs} runs")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
+    return sink.runs
 
 
 async def _read_all(bootstrap: str, topic: str, count: int) -> list[ConsumerRecord[bytes, bytes]]:
@@ -56,7 +108,9 @@ async def _read_all(bootstrap: str, topic: str, count: int) -> list[ConsumerReco
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-async def test_compressed_batch_with_poison_records(kafka_bootstrap: str, new_topic: NewTopic, codec: str) -> None:
+async def test_compressed_batch_with_poison_records(
+    kafka_bootstrap: str, new_topic: NewTopic, unique_name: Callable[[str], str], codec: str
+) -> None:
     topic = await new_topic(f"spans-{codec}")
     dlq = await new_topic(f"dlq-{codec}")
     first = agent_trace(_agent("first"))
@@ -78,25 +132,13 @@ async def test_compressed_batch_with_poison_records(kafka_bootstrap: str, new_to
     finally:
         await producer.stop()
 
-    counter = DeadLetterCounter()
     config = IngestConfig(topic=topic, dead_letter_topic=dlq)
-    async with open_trace_ingestor(
-        kafka_bootstrap, config, group_id=None, counter=counter, consumer_options=FAST_CONSUMER
-    ) as ingestor:
-        ingestor.consumer.assign([TopicPartition(topic, 0)])
-        got = await _poll_until(ingestor, 4)
+    runs = await _consume(kafka_bootstrap, config, unique_name("group"), expect_runs=2, expect_committed=4)
 
-    assert [r.offset for r in got] == [0, 1, 2, 3]  # the partition moved past both bad records
-    assert [[run.target.agent_name for run in r.runs] for r in got] == [["first"], [], [], ["last"]]
-    assert got[0].key == trace_key and got[0].runs[0].target.trace_id == trace_key.decode()
-    assert [[d.reason for d in r.dead_letters] for r in got] == [
-        [],
-        [DeadLetterReason.DECODE_ERROR],
-        [DeadLetterReason.UNMAPPABLE],
-        [],
-    ]
-    assert counter.counts()["decode_error"] == 1 and counter.count(DeadLetterReason.UNMAPPABLE) == 1
-    assert counter.total == 2
+    # The partition moved past both bad records: every offset is committed, the good records scored.
+    assert sorted(run.request.target.agent_name or "" for run in runs) == ["first", "last"]
+    [first_run] = [run for run in runs if run.request.target.agent_name == "first"]
+    assert first_run.request.target.trace_id == trace_key.decode()
 
     poison, unmappable = await _read_all(kafka_bootstrap, dlq, 2)
     assert poison.value == records[1][1] and unmappable.value == records[2][1]  # original bytes
@@ -125,12 +167,9 @@ async def test_json_records_through_a_consumer_group(
         await producer.stop()
 
     config = IngestConfig(topic=topic, encoding="otlp_json", dead_letter_topic=await new_topic("dlq-json"))
-    options = {**FAST_CONSUMER, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-    async with open_trace_ingestor(
-        kafka_bootstrap, config, group_id=unique_name("group"), consumer_options=options
-    ) as ingestor:
-        (record,) = await _poll_until(ingestor, 1)
+    (run,) = await _consume(
+        kafka_bootstrap, config, unique_name("group"), expect_runs=1, expect_committed=1, partitions=2
+    )
 
-    (run,) = record.runs
-    assert run.target.agent_name == "json-agent" and run.output[0].text == "json-agent answers"
-    assert record.dead_letters == () and record.spans_seen == 3
+    request = run.request
+    assert request.target.agent_name == "json-agent" and request.output[0].text == "json-agent answers"

@@ -19,12 +19,15 @@ from exporters.kafka_scores import KafkaScoreSink
 from exporters.prometheus import SidecarMetrics
 from sidecar.conventions.selection import Selection, sample_score
 from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.ingest import decode_traces
 from sidecar.ingest.key_sampling import KeySampler, trace_id_from_key
-from sidecar.ingest.pipeline import IngestConfig, process_record_multi
+from sidecar.ingest.pipeline import IngestConfig, trace_ids_of
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.limits import RuntimeLimits
-from sidecar.runtime.service import ScoringService
+from sidecar.runtime.stages.span import SpanAssembly
 from sidecar.scoring import create_scorer
+from tests.support.custom_scorer import create_constant_scorer
+from tests.support.service import scoring_service
 from tests.support.sidecar_process import committed_total, read_topic
 
 FAST_CONSUMER = {"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
@@ -54,11 +57,9 @@ def test_a_key_that_is_not_a_trace_id_says_nothing(key: bytes | None) -> None:
 @settings(max_examples=200, deadline=None)
 @given(trace_ids, rates)
 def test_key_sampling_decides_exactly_what_decoding_decides(trace_id: bytes, scorer_rates: list[float]) -> None:
-    selections = tuple(Selection(sample_rate=rate) for rate in scorer_rates)
-    decoded = process_record_multi(record_of(trace_id), IngestConfig(), selections)
-    every_scorer_samples_out = all(
-        not runs and skipped.sampled_out for runs, skipped in zip(decoded.runs, decoded.skipped, strict=True)
-    )
+    scorers = [ConfiguredScorer(create_constant_scorer(), selection=Selection(sample_rate=r)) for r in scorer_rates]
+    mapped = SpanAssembly(scorers).of_record(decode_traces(record_of(trace_id)))
+    every_scorer_samples_out = not mapped.runs and all(counts.sampled_out for _, counts in mapped.skipped)
     sampler = KeySampler(scorer_rates)
     if sampler.useful:
         assert sampler.samples_out(trace_id) == every_scorer_samples_out
@@ -99,7 +100,7 @@ async def test_records_every_scorer_samples_out_are_committed_undecoded_and_the_
     metrics = SidecarMetrics()
     group = unique_name("group")
     scorer = create_scorer(id="length", description="answer length").generate_score(lambda ctx: 0.5)
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),
@@ -133,14 +134,10 @@ def two_traces(first: bytes, second: bytes) -> bytes:
     return record_of(first) + record_of(second)
 
 
-@pytest.mark.parametrize("group_traces", [False, True])
-def test_decoding_tells_the_trace_id_of_every_span_a_record_holds(group_traces: bool) -> None:
+def test_decoding_tells_the_trace_id_of_every_span_a_record_holds() -> None:
     a, b = bytes.fromhex(f"{1:032x}"), bytes.fromhex(f"{2:032x}")
-    selections = (Selection(sample_rate=0.5),)
     for value, expected in ((record_of(a), {a}), (two_traces(a, b), {a, b})):
-        decoded = process_record_multi(value, IngestConfig(), selections, group_traces=group_traces, trace_ids=True)
-        assert decoded.trace_ids == expected
-    assert not process_record_multi(record_of(a), IngestConfig(), selections).trace_ids  # not asked for
+        assert trace_ids_of(decode_traces(value)) == expected
 
 
 @pytest.mark.parametrize("producer_keys", ["uuid4", "first trace of several"])
@@ -171,7 +168,7 @@ async def test_keys_that_are_not_the_records_trace_turn_key_sampling_off_and_eve
     metrics = SidecarMetrics()
     group = unique_name("group")
     scorer = create_scorer(id="length", description="answer length").generate_score(lambda ctx: 0.5)
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),

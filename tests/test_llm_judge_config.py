@@ -20,12 +20,13 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import assemble
 from sidecar.app.cost_estimate import estimate_costs
 from sidecar.app.scorer_factory import build_scorers
-from sidecar.app.serve import kept_resource_attributes, kept_span_attributes
+from sidecar.app.serve import ingest_for, kept_resource_attributes, kept_span_attributes
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.core import names as n
 from sidecar.core.scored import score_id_of
-from sidecar.ingest.pipeline import IngestConfig, process_record
+from sidecar.ingest import decode_traces
 from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.stages import OfflineRecord, offline_runs
 from sidecar.scorers.custom.llm_judge_variables import variables_table
 from sidecar.settings import SettingsError, load_eval_settings, load_settings
 from sidecar.testing.judge_server import JudgeServer, Reply
@@ -203,12 +204,21 @@ def test_ingest_keeps_only_the_attributes_the_configured_judges_name() -> None:
     assert kept_span_attributes(assembly.scorers) == {"app.tenant"}
     assert kept_resource_attributes(settings, assembly.scorers) == {"service.version"}
     record = otlp_proto(record_spans(_agent_with_tenant))
-    [run] = process_record(record, IngestConfig(span_attributes=frozenset({"app.tenant"}))).runs
-    assert run.target.span_attributes == (("app.tenant", "acme"),)
+    other_settings = load_settings(HEAD + "  - {id: tone, kind: tone}\n")
+    other = assemble(other_settings)
+    [run] = offline_runs(
+        assembly.scorers,
+        [OfflineRecord(decode_traces(record), record, "test")],
+        ingest=ingest_for(settings, assembly.scorers),
+    )
+    assert run.request.target.span_attributes == (("app.tenant", "acme"),)
     # A configuration without such a judge keeps nothing of the span's attributes.
-    [plain] = process_record(record, IngestConfig()).runs
-    assert plain.target.span_attributes == () and plain.target.resource_attributes == ()
-    other = assemble(load_settings(HEAD + "  - {id: tone, kind: tone}\n"))
+    [plain] = offline_runs(
+        other.scorers,
+        [OfflineRecord(decode_traces(record), record, "test")],
+        ingest=ingest_for(other_settings, other.scorers),
+    )
+    assert plain.request.target.span_attributes == () and plain.request.target.resource_attributes == ()
     assert kept_span_attributes(other.scorers) == frozenset()
 
 

@@ -1,7 +1,7 @@
 """``preview`` of a scope session scorer: the conversations of a dataset, each shown as a session run (its id,
 turns, close reason), the rendered transcript and the judge's per-turn verdicts, through the real judge client
-against the stand-in judge server; the topic and OTLP files, which hold turns and not closed conversations,
-refused with what to use instead."""
+against the stand-in judge server; and the conversations a file of OTLP records holds, assembled as the session
+stage assembles them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.cli import main
+from tests.support.conversations import Turn, conversation
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "eval-conversations.yaml"
@@ -31,16 +32,22 @@ def test_preview_shows_the_session_runs_of_a_conversation_dataset(capsys: Any) -
     assert '"endedSatisfied"' in printed  # the judge's answer: per-turn verdicts, shown as it answered
 
 
-def test_preview_of_a_session_scorer_refuses_the_topic_and_files_and_says_what_to_use(
+def test_preview_of_a_session_scorer_reads_the_conversations_a_file_of_records_holds(
     tmp_path: Path, capsys: Any
 ) -> None:
-    trace_file = tmp_path / "traces.jsonl"
-    trace_file.write_text("{}\n")
+    turns = [Turn("My order 4411 is late.", "It ships tomorrow."), Turn("Again: where is it?", "Tomorrow, as I said.")]
+    records = b"".join(record for trace in conversation("conv-7", turns) for record in trace.records)
+    trace_file = tmp_path / "turns.otlp"
+    trace_file.write_bytes(records)  # one protobuf export: concatenated messages merge their spans
     base = ["preview", "--config", str(CONFIG), "--scorer", "frustration", "--show-prompt-only"]
-    assert main([*base, "--file", str(trace_file)]) == 2
-    assert "frustration scores whole conversations (scope session): preview it on a conversation dataset" in (
-        capsys.readouterr().err
-    )
+    assert main([*base, "--file", str(trace_file)]) == 0
+    printed = capsys.readouterr().out
+    assert "── run 1/1: conversation conv-7, 2 turns (session scope, closed: idle)" in printed
+    assert "My order 4411 is late." in printed and "Tomorrow, as I said." in printed
+    # Records holding no conversation have nothing for it.
+    (tmp_path / "empty.jsonl").write_text("{}\n")
+    assert main([*base, "--file", str(tmp_path / "empty.jsonl")]) == 1
+    assert "none selected by frustration" in capsys.readouterr().out
     # A one-turn dataset has nothing for it, and the single-turn example config nothing for a conversation.
     assert main([*base, "--dataset", str(ROOT / "examples" / "eval-dataset.jsonl")]) == 1
     assert "none for frustration, which scores conversations (items with turns)" in capsys.readouterr().out

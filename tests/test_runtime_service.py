@@ -18,13 +18,13 @@ from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.limits import RuntimeLimits
-from sidecar.runtime.service import ScoringService
 from sidecar.scorers import create_prompt_alignment_scorer_llm
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import JudgeModel, create_scorer
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.judge import judge_client
 from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.service import scoring_service
 from tests.support.sidecar_process import committed_total, free_port, produce_traces, read_topic
 
 FAST_CONSUMER = {"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
@@ -56,7 +56,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     otlp = OtlpTraceSink(otlp_receiver.endpoint("http/protobuf"), protocol="http/protobuf", evaluation_logs=False)
     kafka_sink = KafkaScoreSink(kafka_bootstrap, topic=scores_topic)
     group = unique_name("group")
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=dead_topic),
@@ -157,7 +157,7 @@ async def test_backpressure_pauses_and_resumes_until_the_backlog_is_drained(
     traces = list(TrafficGenerator(seed=9).traces(60))
     await produce_traces(kafka_bootstrap, spans_topic, traces)
     metrics = SidecarMetrics()
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=unique_name("group"),
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=await new_topic("dead")),
@@ -219,7 +219,7 @@ async def test_a_failing_exporter_blocks_commits_but_the_sinks_after_it_are_stil
     )
     after = FlushLog()
     group = unique_name("group")
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans_topic),
@@ -259,7 +259,7 @@ async def test_intake_lets_the_loop_run_while_it_ingests_a_large_poll(
     traces = list(TrafficGenerator(seed=5).traces(800))
     await produce_traces(kafka_bootstrap, spans_topic, traces)
     log = FlushLog()
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=unique_name("group"),
         ingest=IngestConfig(topic=spans_topic),

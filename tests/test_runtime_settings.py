@@ -231,7 +231,7 @@ def test_full_config_round_trip() -> None:
     assert otlp.is_enabled and otlp.protocol == "http/protobuf"
     assert otlp.header_values() == {"authorization": f"Bearer {TOKEN_SECRET}", "x-tenant": "acme"}
 
-    ingest = settings.kafka.ingest_config("spans-b", align.selection())
+    ingest = settings.kafka.ingest_config("spans-b")
     assert (ingest.topic, ingest.encoding, ingest.dead_letter_topic, ingest.max_record_bytes) == (
         "spans-b",
         "otlp_json",

@@ -23,6 +23,7 @@ from sidecar.runtime.sources import AssignedPartitions, PartitionRange, from_beg
 from sidecar.runtime.trace_buffer import TraceBufferLimits
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import create_scorer
+from tests.support.service import scoring_service
 from tests.support.sidecar_process import committed_total, produce_traces, read_topic
 from tests.support.trace_scope import openinference_agent_with_llm_child, produce_records, unfinished_root_trace
 
@@ -41,7 +42,7 @@ async def _offsets_by_trace(bootstrap: str, topic: str, expect: int) -> dict[str
 
 
 def _service(bootstrap: str, spans: str, scores: str, dead: str, group: str, source: Any) -> ScoringService:
-    return ScoringService(
+    return scoring_service(
         bootstrap_servers=bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans, dead_letter_topic=dead),
@@ -103,7 +104,7 @@ async def test_from_beginning_reads_every_retained_record_whatever_the_offset_re
     traces = list(TrafficGenerator(seed=22).traces(15))
     await produce_traces(kafka_bootstrap, spans, traces)
     group = unique_name("restore")
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),
@@ -144,7 +145,7 @@ async def test_an_exhausted_window_scores_the_traces_it_still_buffers_before_its
 
     group = unique_name("window")
     trace_scope = ConfiguredScorer(length_scorer(), scope="trace")
-    service = ScoringService(
+    service = scoring_service(
         bootstrap_servers=kafka_bootstrap,
         group_id=group,
         ingest=IngestConfig(topic=spans, dead_letter_topic=await new_topic("dead")),

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace
-from sidecar.runtime.trace_buffer import TraceBuffer
+from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer
 
 TRACE = bytes(range(16))
 
@@ -18,6 +18,21 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class Record:
+    """What holds back a record that brought spans (a stand-in for its claim's part)."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def offsets_held(trace: BufferedTrace[object]) -> set[int]:
+    return {held.offset for held in trace.held if isinstance(held, Record)}
 
 
 def span(span_id: int, parent: int | None = None, *, size: int = 0, remote_parent: bool = False) -> TraceSpan:
@@ -34,15 +49,18 @@ def span(span_id: int, parent: int | None = None, *, size: int = 0, remote_paren
 def test_ready_once_the_root_arrived_and_the_trace_went_quiet() -> None:
     clock = Clock()
     buffer: TraceBuffer[int] = TraceBuffer(idle_s=2, max_wait_s=60, clock=clock)
-    assert buffer.add(0, 10, TRACE, [span(2, parent=1), span(3, parent=2)]) == "buffered"
+    assert buffer.add(0, 10, TRACE, [span(2, parent=1), span(3, parent=2)], held=Record(10)) == "buffered"
     clock.now += 5
     assert buffer.due() == []  # children only: the root has not ended yet
-    assert buffer.add(0, 11, TRACE, [span(1)]) == "buffered"
+    assert buffer.add(0, 11, TRACE, [span(1)], held=Record(11)) == "buffered"
     clock.now += 1.9
     assert buffer.due() == []  # quiet for less than idle_s
     clock.now += 0.2
     [(trace, reason)] = buffer.due()
-    assert reason == "root_idle" and trace.records == {10, 11} and len(trace.spans) == 3
+    assert reason == "root_idle" and offsets_held(trace) == {10, 11} and len(trace.spans) == 3
+    held = list(trace.held)
+    trace.release_held()
+    assert [r.released for r in held if isinstance(r, Record)] == [1, 1] and not trace.held
     assert len(buffer) == 0 and buffer.bytes == 0
     # The trace was scored: a span arriving now is late, not a new trace.
     assert buffer.add(0, 12, TRACE, [span(4, parent=1)]) == "late"
@@ -93,10 +111,10 @@ def test_bytes_and_records_add_up_and_each_span_counts_once(arrivals: list[tuple
     seen: dict[int, TraceSpan] = {}
     for offset, (span_id, parent, size) in enumerate(arrivals):
         item = seen.setdefault(span_id, span(span_id, parent or None, size=size))
-        buffer.add(0, offset, TRACE, [item])
+        buffer.add(0, offset, TRACE, [item], held=Record(offset))
     assert buffer.bytes == sum(item.span.ByteSize() for item in seen.values())
     for trace in buffer.drop_partitions([0]):
-        assert len(trace.spans) == len(seen) and trace.records == set(range(len(arrivals)))
+        assert len(trace.spans) == len(seen) and offsets_held(trace) == set(range(len(arrivals)))
     assert buffer.bytes == 0
 
 
@@ -120,10 +138,10 @@ def test_a_trace_taken_out_without_a_run_starts_anew_and_is_marked_cut_short() -
     taken = buffer.take_oldest()
     assert taken is not None and not taken.cut_short
     buffer.forget(taken)  # the runtime found no agent span in it
-    assert buffer.add(0, 2, TRACE, [span(2, parent=1), span(1)]) == "buffered"  # not late
+    assert buffer.add(0, 2, TRACE, [span(2, parent=1), span(1)], held=Record(2)) == "buffered"  # not late
     clock.now += 3
     [(again, reason)] = buffer.due()
-    assert reason == "root_idle" and again.cut_short and again.records == {2}
+    assert reason == "root_idle" and again.cut_short and offsets_held(again) == {2}
     assert buffer.add(0, 3, TRACE, [span(4, parent=1)]) == "late"  # scored this time
 
 
@@ -169,7 +187,7 @@ def test_a_record_holding_one_trace_is_kept_whole_and_decodes_to_its_spans() -> 
     shared = record(span(4, parent=1).span, lone)  # two traces in one record
     for offset, data in enumerate((first, second, shared)):
         for trace_id, spans in grouped(data, offset).items():
-            buffer.add(0, offset, trace_id, spans)
+            buffer.add(0, offset, trace_id, spans, held=Record(offset))
     # The record kept whole counts its bytes; the others count their new spans' bytes.
     singles = (span(1).span, span(4, parent=1).span, lone)
     assert buffer.bytes == len(first) + sum(single.ByteSize() for single in singles)
@@ -181,7 +199,7 @@ def test_a_record_holding_one_trace_is_kept_whole_and_decodes_to_its_spans() -> 
     assert [int.from_bytes(item.span.span_id, "big") for item in trace.decoded()] == [2, 3, 1, 4]
     assert (decoded[2].service, decoded[2].offset, decoded[2].span.parent_span_id) == ("svc", 0, (1).to_bytes(8, "big"))
     assert (decoded[4].service, decoded[4].offset) == ("svc", 2)
-    assert trace.span_count == 4 and trace.records == {0, 1, 2}
+    assert trace.span_count == 4 and offsets_held(trace) == {0, 1, 2}
 
 
 def test_a_trace_kept_in_whole_records_finds_its_root_as_single_spans_do() -> None:

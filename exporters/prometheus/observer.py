@@ -94,15 +94,22 @@ class SidecarMetrics(ServiceObserver):
         self._scales[scorer] = check_scale(scale)
 
     def register_scorer(
-        self, scorer: str, *, kind: str, direction: str, scale: float = 1.0, scope: str = "span"
+        self,
+        scorer: str,
+        *,
+        kind: str,
+        direction: str,
+        scale: float = 1.0,
+        scope: str = "span",
+        late_spans: bool = False,
     ) -> None:
-        """A configured scorer: its info series (kind, direction, scope) and its scale; a trace-scope scorer's late
-        spans at 0."""
+        """A configured scorer: its info series (kind, direction, scope) and its scale; ``late_spans``: its stage counts
+        spans that arrive for a trace it already scored (the series at 0 from the start)."""
         check_label(direction, ("higher", "lower"), "score direction")
         check_label(scope, SCOPES, "scope")
         self.set_scorer_scale(scorer, scale)
         self.runs.scorer_info.labels(scorer=scorer, kind=kind, direction=direction, scope=scope).set(1)
-        if scope == "trace":
+        if late_spans:
             self._child(self.traces.late_spans, scorer)
 
     def register_judge(self, judge_model: JudgeModel | str) -> str:

@@ -30,6 +30,7 @@ from sidecar.core import Flushable, Sink, problem_of
 from sidecar.core.observers import Observers, ServiceObserver
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
+from sidecar.runtime.stages import facts_of
 from sidecar.scoring import JudgeModel
 from sidecar.scoring.judge.client import JudgeClient
 from sidecar.settings import EvalSettings, JudgeSettings, Settings
@@ -176,6 +177,7 @@ def assemble(
                 direction=configured.facts.direction,
                 scale=configured.scale,
                 scope=configured.scope,
+                late_spans=facts_of(configured).late_spans,
             )
         for exporter, sink in exported:
             metrics.register_exporter(

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sidecar.app.scorer_factory import facts_for
+from sidecar.runtime.stages import facts_of
 from sidecar.scoring import Scorer
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.types import JudgeUsage
@@ -70,7 +71,7 @@ def estimate_costs(
         judge = settings.judges[scorer_settings.judge].to_judge_model() if scorer_settings.judge else None
         facts = facts_for(scorer_settings, scorer)
         calls = facts.judge_calls_per_run if judge is not None else 0.0
-        per_conversation = scorer_settings.targets.scope == "session"
+        per_conversation = facts_of(scorer_settings.targets.scope).unit == "conversation"
         runs_per_trace = 1 / turns_per_conversation if per_conversation else spans_per_trace
         per_1000 = 1000 * runs_per_trace * scorer_settings.sampling * calls
         quoted = round(input_tokens * turns_per_conversation) if per_conversation else input_tokens

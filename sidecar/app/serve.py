@@ -19,12 +19,15 @@ from sidecar.app.assembly import Assembly, assemble
 from sidecar.app.intake_log import IntakeTally, log_intake
 from sidecar.app.lifecycle import StopWatchdog
 from sidecar.core.observers import ServiceObserver
+from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.engine import Engine
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.sources import RecordSource
+from sidecar.runtime.stages import build_stages, facts_of
 from sidecar.runtime.startup import listen_failure
 from sidecar.settings import Settings
 
@@ -97,38 +100,60 @@ def service_for(
     settings: Settings, assembly: Assembly, *, group_id: str | None = None, source: RecordSource | None = None
 ) -> ScoringService:
     """The service ``settings`` and ``assembly`` describe: ``run``'s (its group subscription), or another command's
-    over its own record source and consumer group (``backfill``)."""
+    over its own record source and consumer group (``backfill``). The engine and the stages over it are built here
+    and handed to the service."""
     kafka = settings.kafka
     runtime = settings.runtime
-    sessions = settings.sessions if any(s.scope == "session" for s in assembly.scorers) else None
-    turn_topic = None
-    if sessions is not None:
-        turn_topic = session_turns.SessionTurnPublisher(
-            kafka.bootstrap_servers_str, sessions.topic, kafka.producer_options(), observer=assembly.observer
-        )
-        if assembly.metrics is not None:
-            assembly.metrics.register_exporter(
-                turn_topic.name, lambda: turn_topic.outstanding, drop_reasons=session_turns.DROP_REASONS
-            )
-    return ScoringService(
-        bootstrap_servers=kafka.bootstrap_servers_str,
-        group_id=group_id or kafka.group_id,
-        ingest=ingest_for(settings, assembly.scorers),
-        topics=kafka.topics,
-        scorers=assembly.scorers,
-        sinks=assembly.sinks,
-        publishers=assembly.publishers,
+    ingest = ingest_for(settings, assembly.scorers)
+    engine = Engine.build(
+        assembly.sinks,
         observer=assembly.observer,
         limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
+    )
+    dead_letters = DeadLetterPublisher(
+        kafka.bootstrap_servers_str, ingest.dead_letter_topic, encoding=ingest.encoding,
+        producer_options=kafka.producer_options(),
+    )  # fmt: skip
+    stages = build_stages(
+        assembly.scorers,
+        engine,
+        dead_letters=dead_letters,
+        ingest=ingest,
+        sessions=settings.sessions.limits() if settings.sessions is not None else None,
+        turn_topic=_turn_topic(settings, assembly),
+    )
+    return ScoringService(
+        engine=engine,
+        stages=stages,
+        ingest=ingest,
+        dead_letters=dead_letters,
+        bootstrap_servers=kafka.bootstrap_servers_str,
+        group_id=group_id or kafka.group_id,
+        topics=kafka.topics,
+        publishers=assembly.publishers,
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
         readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
-        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
         key_sampling=kafka.key_sampling,
         source=source,
-        sessions=sessions.limits() if sessions is not None else None,
-        turn_topic=turn_topic,
     )
+
+
+def _turn_topic(settings: Settings, assembly: Assembly) -> session_turns.SessionTurnPublisher | None:
+    """The conversations' internal topic's publisher, when a scorer's stage reads conversations."""
+    sessions = settings.sessions
+    if sessions is None or not any(facts_of(configured).unit == "conversation" for configured in assembly.scorers):
+        return None
+    kafka = settings.kafka
+    topic = session_turns.SessionTurnPublisher(
+        kafka.bootstrap_servers_str, sessions.topic, kafka.producer_options(), observer=assembly.observer
+    )
+    if assembly.metrics is not None:
+        assembly.metrics.register_exporter(
+            topic.name, lambda: topic.outstanding, drop_reasons=session_turns.DROP_REASONS
+        )
+    return topic
 
 
 def kept_resource_attributes(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:

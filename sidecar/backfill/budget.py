@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sidecar.runtime.stages import facts_of
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
 from sidecar.settings import JudgeSettings, Settings
 
@@ -66,14 +67,14 @@ def backfill_settings(settings: Settings, scorer_ids: Sequence[str], budget: Jud
     chosen = tuple(s for s in settings.scorers if not scorer_ids or s.id in scorer_ids)
     # A conversation spans far more than a window's traces, and its turns go through the live internal topic:
     # session scorers score live traffic only (docs/sessions.md).
-    conversations = [s.id for s in chosen if s.targets.scope == "session"]
+    conversations = [s.id for s in chosen if not facts_of(s.targets.scope).backfills]
     if conversations and scorer_ids:
         raise StartupFailure(
             f"--scorer {conversations[0]}: a scope: session scorer scores live conversations only; a backfill "
             "scores spans and traces",
             EXIT_INVALID,
         )
-    chosen = tuple(s for s in chosen if s.targets.scope != "session")
+    chosen = tuple(s for s in chosen if facts_of(s.targets.scope).backfills)
     if not chosen:
         raise StartupFailure(f"no scorer of {config} can backfill: its scorers are all scope: session", EXIT_INVALID)
     runtime = settings.runtime.model_copy(update={"workers": 1})  # a backfill is one process

@@ -2,25 +2,24 @@
 record (before sampling, which the estimator applies), and some of those runs to measure the judge calls on.
 
 Records are read in a few evenly spaced stretches of every partition, so that a window whose traffic changes
-over time is not judged by its first minutes alone. Each record goes through the same pure ingest step as the
-service (``process_record_multi``); whole-trace scorers' runs are assembled from the sample's traces as the
-trace stage would assemble them once done.
+over time is not judged by its first minutes alone. They become runs through the scorers' stages, as the service
+makes them (``sidecar.runtime.stages.offline_runs``): whole-trace scorers' runs from the sample's traces, as the
+trace stage assembles them once done.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.backfill.plan import WindowPlan
-from sidecar.conventions.selection import Selection
-from sidecar.conventions.trace_runs import TraceSpan, trace_runs
 from sidecar.core import ScorerRunRequest
-from sidecar.ingest.pipeline import IngestConfig, process_record_multi
+from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.stages import offline_records, offline_runs
 
 __all__ = ["WindowSample", "read_sample"]
 
@@ -49,24 +48,11 @@ async def read_sample(
     """Up to ``max_records`` records of the window (``consumer``: no group, free to assign and seek)."""
     values = await _read(consumer, plan, max_records)
     # Sampling is applied by the estimator (the configured rate): count every run the selection admits.
-    selections = tuple(
-        None if s.scope == "trace" else s.selection.model_copy(update={"sample_rate": 1.0}) for s in scorers
-    )
-    whole_trace = any(s.scope == "trace" for s in scorers)
+    every = [replace(s, selection=s.selection.model_copy(update={"sample_rate": 1.0})) for s in scorers]
+    read = offline_records(((value, f"@{offset}") for offset, value in values if value is not None), ingest)
     runs: dict[str, list[ScorerRunRequest]] = {s.scorer.id: [] for s in scorers}
-    traces: dict[bytes, list[TraceSpan]] = {}
-    for offset, value in values:
-        processed = process_record_multi(value, ingest, selections, group_traces=whole_trace, offset=offset)
-        for configured, requests in zip(scorers, processed.runs, strict=True):
-            runs[configured.scorer.id].extend(requests)
-        for trace_id, spans in processed.traces.items():
-            traces.setdefault(trace_id, []).extend(spans)
-    for configured in scorers:
-        if configured.scope != "trace":
-            continue
-        selection: Selection = configured.selection.model_copy(update={"sample_rate": 1.0})
-        for spans in traces.values():
-            runs[configured.scorer.id].extend(trace_runs(spans, selection, ready_reason="root_idle").runs)
+    for run in offline_runs(every, read.records, ingest=ingest):
+        runs[run.configured.scorer.id].append(run.request)
     return WindowSample(len(values), {k: len(v) for k, v in runs.items()}, runs)
 
 

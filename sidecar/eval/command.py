@@ -23,6 +23,7 @@ from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, ren
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.stages import facts_of
 from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]
@@ -134,7 +135,7 @@ async def run_eval(
 
 def _scores(configured: ConfiguredScorer, item: EvalItem) -> bool:
     """Scope session scorers score conversation items (``turns``); the others score single-turn items."""
-    return (configured.scope == "session") == item.is_conversation
+    return facts_of(configured).conversation_items == item.is_conversation
 
 
 def _without_items(settings: EvalSettings, items: Sequence[EvalItem]) -> dict[str, str]:
@@ -142,9 +143,10 @@ def _without_items(settings: EvalSettings, items: Sequence[EvalItem]) -> dict[st
     conversations = sum(1 for item in items if item.is_conversation)
     out: dict[str, str] = {}
     for scorer in settings.scorers:
-        if scorer.targets.scope == "session" and not conversations:
+        takes_conversations = facts_of(scorer.targets.scope).conversation_items
+        if takes_conversations and not conversations:
             out[scorer.id] = "scores conversations (scope session) and the dataset has no item with turns"
-        elif scorer.targets.scope != "session" and conversations == len(items):
+        elif not takes_conversations and conversations == len(items):
             out[scorer.id] = (
                 f"scores one turn (scope {scorer.targets.scope}) and every item of the dataset is a conversation "
                 "(turns): score conversations with scope session scorers"

@@ -1,7 +1,8 @@
-"""Ingest: Kafka records of OTLP traces → scorer runs and dead letters.
+"""Ingest: Kafka records of OTLP traces read (size check, decode) once each, and dead letters for what cannot be.
 
-Public API: :func:`decode_traces` (bytes → ``TracesData``), :func:`process_record` (the pure
-decode → select → map step for one record) and the thin Kafka layer in :mod:`sidecar.ingest.kafka`.
+Public API: :func:`decode_traces` (bytes → ``TracesData``), :func:`read_record` (the pure size check and decode of
+one record) and the dead-letter producer in :mod:`sidecar.ingest.kafka`. What each scope makes of the spans is its
+stage's (``sidecar.runtime.stages``).
 """
 
 from sidecar.ingest.deadletter import (
@@ -12,7 +13,7 @@ from sidecar.ingest.deadletter import (
     dead_letter_headers,
 )
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
-from sidecar.ingest.pipeline import IngestConfig, ProcessedRecord, process_record
+from sidecar.ingest.pipeline import IngestConfig, ReadRecord, read_record
 
 __all__ = [
     "DeadLetter",
@@ -20,10 +21,10 @@ __all__ = [
     "DeadLetterReason",
     "Encoding",
     "IngestConfig",
-    "ProcessedRecord",
+    "ReadRecord",
     "RecordOrigin",
     "TraceDecodeError",
     "dead_letter_headers",
     "decode_traces",
-    "process_record",
+    "read_record",
 ]

@@ -1,20 +1,20 @@
-"""The pure ingest step for one record: size check → decode → select → map. No I/O."""
+"""The pure ingest step for one record: size check, then decode. No I/O.
+
+A record is read once, whatever the configured scorers: what each scope makes of its spans is its stage's
+business (``sidecar.runtime.stages``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.conventions.selection import Selection
-from sidecar.conventions.spans import SkipCounts, spans_to_runs
-from sidecar.conventions.trace_runs import TraceSpan, group_by_trace
-from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
 
-__all__ = ["IngestConfig", "MultiProcessedRecord", "ProcessedRecord", "process_record", "process_record_multi"]
+__all__ = ["IngestConfig", "ReadRecord", "read_record", "trace_ids_of"]
 
 
 class IngestConfig(BaseModel):
@@ -24,7 +24,6 @@ class IngestConfig(BaseModel):
     encoding: Encoding = "otlp_proto"
     dead_letter_topic: str = "otlp_spans.dead_letter"
     max_record_bytes: int = Field(default=1024 * 1024, gt=0)
-    selection: Selection = Selection()
     # Resource attributes of the scored span that each run keeps (the OTLP exporter copies them; judges
     # written in YAML read the keys their templates name).
     resource_attributes: frozenset[str] = frozenset()
@@ -34,116 +33,33 @@ class IngestConfig(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessedRecord:
-    runs: tuple[ScorerRunRequest, ...] = ()
-    dead_letters: tuple[DeadLetter, ...] = ()
-    skipped: SkipCounts = field(default_factory=SkipCounts)
-    spans_seen: int = 0
+class ReadRecord:
+    """A record's traces (``None``: a tombstone, or a record that cannot be read, then ``letter`` says why)."""
+
+    traces: TracesData | None = None
+    letter: DeadLetter | None = None
+
+    @property
+    def spans(self) -> int:
+        traces = self.traces
+        if traces is None:
+            return 0
+        return sum(len(scope.spans) for resource in traces.resource_spans for scope in resource.scope_spans)
 
 
-def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord:
-    """Runs and dead letters for one record value. Raises nothing on bad input."""
+def read_record(value: bytes | None, config: IngestConfig) -> ReadRecord:
+    """The record's traces, or the dead letter that says why it cannot be read. Raises nothing on bad input."""
     if value is None:  # a tombstone carries no traces
-        return ProcessedRecord()
+        return ReadRecord()
     if len(value) > config.max_record_bytes:
         detail = f"record is {len(value)} bytes > {config.max_record_bytes}"
-        return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.RECORD_TOO_LARGE, detail),))
+        return ReadRecord(letter=DeadLetter(DeadLetterReason.RECORD_TOO_LARGE, detail))
     try:
-        traces = decode_traces(value, config.encoding)
+        return ReadRecord(traces=decode_traces(value, config.encoding))
     except TraceDecodeError as exc:
-        return ProcessedRecord(dead_letters=(DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]),))
-    result = spans_to_runs(
-        traces,
-        config.selection,
-        resource_attributes=config.resource_attributes,
-        span_attributes=config.span_attributes,
-    )
-    letters = tuple(
-        DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
-    )
-    return ProcessedRecord(runs=result.runs, dead_letters=letters, skipped=result.skipped, spans_seen=result.spans_seen)
+        return ReadRecord(letter=DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300]))
 
 
-@dataclass(frozen=True, slots=True)
-class MultiProcessedRecord:
-    """One record processed for several scorers' selections: decoded once, mapped per selection."""
-
-    runs: tuple[tuple[ScorerRunRequest, ...], ...] = ()  # one tuple per selection, in order
-    dead_letters: tuple[DeadLetter, ...] = ()
-    skipped: tuple[SkipCounts, ...] = ()
-    spans_seen: int = 0
-    # Every span of the record by trace id, when asked for (``scope: trace`` scorers assemble them later).
-    traces: Mapping[bytes, list[TraceSpan]] = field(default_factory=dict)
-    # The trace id of every span the record holds, when asked for (checking a record's key against them).
-    trace_ids: frozenset[bytes] = frozenset()
-
-
-def process_record_multi(
-    value: bytes | None,
-    config: IngestConfig,
-    selections: tuple[Selection | None, ...],
-    *,
-    group_traces: bool = False,
-    offset: int = -1,
-    trace_ids: bool = False,
-) -> MultiProcessedRecord:
-    """Like :func:`process_record`, for several selections (``None``: a ``scope: trace`` scorer, which maps
-    nothing here). A span rejected under several selections is dead-lettered once. ``group_traces``: also
-    return the record's spans by trace id (``offset``: the record's, kept with each span). ``trace_ids``: also
-    return the trace id of every span the record holds."""
-    empty = tuple(() for _ in selections)
-    no_skips = tuple(SkipCounts() for _ in selections)
-    if value is None:
-        return MultiProcessedRecord(runs=empty, skipped=no_skips)
-    if len(value) > config.max_record_bytes:
-        detail = f"record is {len(value)} bytes > {config.max_record_bytes}"
-        letter = DeadLetter(DeadLetterReason.RECORD_TOO_LARGE, detail)
-        return MultiProcessedRecord(runs=empty, dead_letters=(letter,), skipped=no_skips)
-    try:
-        traces = decode_traces(value, config.encoding)
-    except TraceDecodeError as exc:
-        letter = DeadLetter(DeadLetterReason.DECODE_ERROR, str(exc)[:300])
-        return MultiProcessedRecord(runs=empty, dead_letters=(letter,), skipped=no_skips)
-    runs: list[tuple[ScorerRunRequest, ...]] = []
-    skipped: list[SkipCounts] = []
-    letters: dict[tuple[str, str, str], DeadLetter] = {}
-    spans_seen = 0
-    for selection in selections:
-        if selection is None:
-            runs.append(())
-            skipped.append(SkipCounts())
-            continue
-        result = spans_to_runs(
-            traces, selection, resource_attributes=config.resource_attributes, span_attributes=config.span_attributes
-        )
-        runs.append(result.runs)
-        skipped.append(result.skipped)
-        spans_seen = max(spans_seen, result.spans_seen)
-        for r in result.rejects:
-            letters.setdefault(
-                (r.trace_id, r.span_id, r.reason),
-                DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id),
-            )
-    grouped: Mapping[bytes, list[TraceSpan]] = {}
-    if group_traces:
-        # A protobuf record holding one trace is buffered as it came (trace_buffer.BufferedRecord).
-        record = value if config.encoding == "otlp_proto" else None
-        grouped = group_by_trace(traces, resource_attributes=config.resource_attributes, offset=offset, record=record)
-        spans_seen = max(spans_seen, sum(len(spans) for spans in grouped.values()))
-    ids: frozenset[bytes] = frozenset()
-    if trace_ids:
-        ids = (
-            frozenset(grouped)
-            if group_traces
-            else frozenset(
-                span.trace_id for rs in traces.resource_spans for scope in rs.scope_spans for span in scope.spans
-            )
-        )
-    return MultiProcessedRecord(
-        runs=tuple(runs),
-        dead_letters=tuple(letters.values()),
-        skipped=tuple(skipped),
-        spans_seen=spans_seen,
-        traces=grouped,
-        trace_ids=ids,
-    )
+def trace_ids_of(traces: TracesData) -> frozenset[bytes]:
+    """The trace id of every span the record holds (checking a record's key against them)."""
+    return frozenset(span.trace_id for rs in traces.resource_spans for scope in rs.scope_spans for span in scope.spans)

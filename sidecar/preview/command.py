@@ -33,6 +33,7 @@ from sidecar.preview.runs import (
 )
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.stages import facts_of
 from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["PreviewOptions", "main", "parse_source", "preview"]
@@ -100,7 +101,11 @@ def _nothing_read(configured: ConfiguredScorer, options: PreviewOptions, read: R
     scorer = configured.scorer.id
     if options.source != "dataset":
         return f"no run to preview: {read.records} records read, none selected by {scorer}"
-    wanted = "conversations (items with turns)" if configured.scope == "session" else "one-turn items (input, output)"
+    wanted = (
+        "conversations (items with turns)"
+        if facts_of(configured).conversation_items
+        else "one-turn items (input, output)"
+    )
     return f"no run to preview: {read.records} items read, none for {scorer}, which scores {wanted}"
 
 

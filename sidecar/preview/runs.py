@@ -1,26 +1,26 @@
 """Where ``preview`` takes its runs: the newest records of the configured topic (read without a consumer group:
-nothing joined, nothing committed), a file of OTLP records, or an ``eval`` dataset. Records become runs as the
-service would make them for the scorer under preview: its targets, its scope, the attributes it reads."""
+nothing joined, nothing committed), a file of OTLP records, or an ``eval`` dataset. Records become runs through the
+scorer's stage, as the service makes them (``sidecar.runtime.stages.offline_runs``): its targets, its scope, the
+attributes it reads; whole traces and conversations from what the records hold."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
 from sidecar.core import ScorerRunRequest
 from sidecar.eval.dataset import load_dataset
-from sidecar.ingest.decode import TraceDecodeError, decode_traces
-from sidecar.ingest.pipeline import IngestConfig, process_record
+from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.attempt import request_context_of
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.settings import EvalSettings
+from sidecar.runtime.stages import facts_of, offline_records, offline_runs
+from sidecar.settings import EvalSettings, Settings
 
 __all__ = ["PreviewRun", "PreviewSourceError", "RecordsRead", "runs_from_dataset", "runs_from_file", "runs_from_topic"]
 
@@ -52,10 +52,8 @@ class RecordsRead:
 
 
 def _ingest(settings: EvalSettings, configured: ConfiguredScorer, keep_resource: Iterable[str]) -> IngestConfig:
-    # Every selected span: preview shows runs; sampling only decides which of them the service would score.
-    selection = configured.selection.model_copy(update={"sample_rate": 1.0})
     kafka = settings.kafka
-    base = kafka.ingest_config(kafka.topics[0], selection) if kafka is not None else IngestConfig(selection=selection)
+    base = kafka.ingest_config(kafka.topics[0]) if kafka is not None else IngestConfig()
     return base.model_copy(
         update={
             "resource_attributes": frozenset(keep_resource),
@@ -65,46 +63,19 @@ def _ingest(settings: EvalSettings, configured: ConfiguredScorer, keep_resource:
 
 
 def _runs_of_records(
-    records: list[tuple[bytes, str]], config: IngestConfig, configured: ConfiguredScorer, n: int
+    records: list[tuple[bytes, str]], config: IngestConfig, configured: ConfiguredScorer, n: int, settings: EvalSettings
 ) -> RecordsRead:
     """The newest ``n`` runs the scorer would score in ``records`` (value, where it came from)."""
-    found: list[PreviewRun] = []
-    undecodable = 0
-    if configured.scope == "span":
-        for value, where in records:
-            processed = process_record(value, config)
-            if any(letter.reason.value == "decode_error" for letter in processed.dead_letters):
-                undecodable += 1
-            found.extend(PreviewRun(run, request_context_of(run), where=where) for run in processed.runs)
-    else:
-        spans: dict[bytes, list[TraceSpan]] = {}
-        origin: dict[bytes, str] = {}
-        for value, where in records:
-            try:
-                traces = decode_traces(value, config.encoding)
-            except TraceDecodeError:
-                undecodable += 1
-                continue
-            for trace_id, trace in group_by_trace(traces, resource_attributes=config.resource_attributes).items():
-                spans.setdefault(trace_id, []).extend(trace)
-                origin[trace_id] = where
-        for trace_id, trace in spans.items():
-            result = trace_runs(
-                trace, config.selection, ready_reason="root_idle", span_attributes=config.span_attributes
-            )
-            found.extend(PreviewRun(run, request_context_of(run), where=origin[trace_id]) for run in result.runs)
+    read = offline_records(records, config)
+    # Every selected span: preview shows runs; sampling only decides which of them the service would score.
+    every = replace(configured, selection=configured.selection.model_copy(update={"sample_rate": 1.0}))
+    sessions = settings.sessions.limits() if isinstance(settings, Settings) and settings.sessions else None
+    found = [
+        PreviewRun(run.request, request_context_of(run.request), where=run.where)
+        for run in offline_runs([every], read.records, ingest=config, sessions=sessions)
+    ]
     found.sort(key=lambda run: run.request.target.end_time_unix_nano)
-    return RecordsRead(tuple(found[-n:]), len(records), undecodable)
-
-
-def _no_sessions(configured: ConfiguredScorer) -> None:
-    # A window closes only after its quiet period, from turns stage 1 published: records of the traces topic
-    # (or a file of them) hold turns, not closed conversations.
-    if configured.scope == "session":
-        raise PreviewSourceError(
-            f"{configured.scorer.id} scores whole conversations (scope session): preview it on a conversation "
-            "dataset (--dataset FILE, items with turns: docs/scorers-conversation.md)"
-        )
+    return RecordsRead(tuple(found[-n:]), len(records), read.undecodable)
 
 
 async def runs_from_topic(
@@ -115,7 +86,6 @@ async def runs_from_topic(
     kafka = settings.kafka
     if kafka is None:
         raise PreviewSourceError("--from-topic needs a kafka section in the configuration (or use --file, --dataset)")
-    _no_sessions(configured)
     config = _ingest(settings, configured, keep_resource)
     window = min(_MAX_WINDOW, max(_MIN_WINDOW, _RECORDS_PER_RUN * n))
     consumer = AIOKafkaConsumer(
@@ -136,7 +106,7 @@ async def runs_from_topic(
         records = await _read_tails(consumer, kafka.topics, window)
     finally:
         await consumer.stop()
-    return _runs_of_records(records, config, configured, n)
+    return _runs_of_records(records, config, configured, n, settings)
 
 
 async def _read_tails(consumer: AIOKafkaConsumer, topics: Iterable[str], window: int) -> list[tuple[bytes, str]]:
@@ -175,7 +145,6 @@ def runs_from_file(
 ) -> RecordsRead:
     """Runs from a file of OTLP records: JSON lines (one OTLP/JSON export per line, as the Collector's file
     exporter writes them), else one OTLP protobuf export."""
-    _no_sessions(configured)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -183,15 +152,16 @@ def runs_from_file(
     config = _ingest(settings, configured, keep_resource)
     if data.lstrip()[:1] == b"{":
         records = [(line, f"{path}:{number}") for number, line in enumerate(data.splitlines(), 1) if line.strip()]
-        return _runs_of_records(records, config.model_copy(update={"encoding": "otlp_json"}), configured, n)
-    return _runs_of_records([(data, str(path))], config.model_copy(update={"encoding": "otlp_proto"}), configured, n)
+        return _runs_of_records(records, config.model_copy(update={"encoding": "otlp_json"}), configured, n, settings)
+    proto = config.model_copy(update={"encoding": "otlp_proto"})
+    return _runs_of_records([(data, str(path))], proto, configured, n, settings)
 
 
 def runs_from_dataset(path: Path, n: int, configured: ConfiguredScorer) -> RecordsRead:
     """The first ``n`` items of an ``eval`` dataset the scorer scores, as ``eval`` scores them: conversations
     (items with ``turns``) for a scope session scorer, one-turn items for the others."""
     items = load_dataset(path)
-    session = configured.scope == "session"
+    session = facts_of(configured).conversation_items
     runs = tuple(
         PreviewRun(
             item.request(),

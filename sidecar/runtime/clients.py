@@ -10,10 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from sidecar.core import Flushable
+from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
 from sidecar.runtime.stopping import cancel_and_wait
 
@@ -28,8 +29,8 @@ _LAST_ATTEMPT_S = 2.0
 
 @dataclass(frozen=True, slots=True)
 class BrokerClients:
-    producer: AIOKafkaProducer  # dead letters
     consumer: AIOKafkaConsumer
+    dead_letters: DeadLetterPublisher
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class ClientOptions:
 async def start_clients(
     options: ClientOptions,
     sinks: Sequence[Flushable],
+    dead_letters: DeadLetterPublisher,
     stop: asyncio.Event,
     *,
     waiting: Callable[[str], None],
@@ -62,7 +64,7 @@ async def start_clients(
             while True:
                 phase(f"starting: connecting to the Kafka broker at {bootstrap}")
                 step = ["starting"]
-                attempt = asyncio.ensure_future(_start_attempt(options, sinks, step))
+                attempt = asyncio.ensure_future(_start_attempt(options, sinks, dead_letters, step))
                 await asyncio.wait(
                     {attempt, stopped}, timeout=max(wait.left(), _LAST_ATTEMPT_S), return_when=asyncio.FIRST_COMPLETED
                 )
@@ -96,18 +98,18 @@ async def start_clients(
         waiting("")
 
 
-async def _start_attempt(options: ClientOptions, sinks: Sequence[Flushable], step: list[str]) -> BrokerClients:
+async def _start_attempt(
+    options: ClientOptions, sinks: Sequence[Flushable], dead_letters: DeadLetterPublisher, step: list[str]
+) -> BrokerClients:
     """One start of every client that needs the broker; a failure stops the clients it made, so a retry starts
     afresh. Sinks that started stay started: a sink's ``start`` is a no-op once it succeeded."""
-    producer: AIOKafkaProducer | None = None
     consumer: AIOKafkaConsumer | None = None
     try:
         for sink in sinks:
             step[0] = f"starting exporter {sink.name}"
             await sink.start()
         step[0] = "starting the dead-letter producer"
-        producer = AIOKafkaProducer(bootstrap_servers=options.bootstrap_servers, acks="all", **options.producer)
-        await producer.start()
+        await dead_letters.start()
         step[0] = "starting the consumer"
         consumer = AIOKafkaConsumer(
             bootstrap_servers=options.bootstrap_servers,
@@ -116,9 +118,10 @@ async def _start_attempt(options: ClientOptions, sinks: Sequence[Flushable], ste
         )
         await consumer.start()
     except BaseException:
-        for client in (consumer, producer):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.stop(), 5.0)
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(consumer.stop(), 5.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(dead_letters.stop(), 5.0)
         raise
-    return BrokerClients(producer, consumer)
+    return BrokerClients(consumer, dead_letters)

@@ -17,8 +17,8 @@ from sidecar.core import ScorerRunRequest, Sink
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.agent_labels import AgentLabels
 from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.runtime.ledger import Claim
 
 __all__ = ["RunDispatcher"]
 
@@ -48,7 +48,8 @@ class RunDispatcher:
         self.on_change: Callable[[], None] = lambda: None
 
     def start(self, configured: ConfiguredScorer, request: ScorerRunRequest, claim: Claim) -> None:
-        """Run ``configured`` on ``request``; one part of ``claim`` ends with the run."""
+        """Run ``configured`` on ``request``, holding a part of ``claim`` until the run is handed to every sink."""
+        claim.take()
         self.in_flight += 1
         self.spawn(self._score(configured, request, claim), claim)
 
@@ -81,7 +82,7 @@ class RunDispatcher:
                         log.exception("sink %s rejected score %s", sink.name, scored.score_id)
         finally:
             self.in_flight -= 1
-            claim.part_done()
+            claim.release()
             self.on_change()
 
     @property

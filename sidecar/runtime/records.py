@@ -1,8 +1,9 @@
-"""One record from fetch to runs: tracked, ingested once for every scorer, its dead letters delivered, what it
-held counted, its span runs started and its spans handed to the trace scope, and the record held until all
-of that is done (the ledger). A record whose key names a trace that every scorer samples out is counted and
-done without being decoded (sidecar.ingest.key_sampling), once a decoded record has shown that keys name the
-trace a record holds; the first decoded record that shows otherwise turns that off for the process."""
+"""One record from fetch to the stages: its claim opened, read once (size check, decode), handed to every stage,
+what cannot be scored set aside, and its claim sealed, so that it commits once every stage is done with it.
+
+A record whose key names a trace that every stage samples out is counted and done without being decoded
+(sidecar.ingest.key_sampling), once a decoded record has shown that keys name the trace a record holds; the first
+decoded record that shows otherwise turns that off for the process."""
 
 from __future__ import annotations
 
@@ -12,22 +13,19 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from sidecar.core.observers import IngestSkipReason, ServiceObserver
+from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.key_sampling import KeySampler, trace_id_from_key
-from sidecar.ingest.pipeline import IngestConfig, MultiProcessedRecord, process_record_multi
+from sidecar.ingest.pipeline import IngestConfig, read_record, trace_ids_of
 from sidecar.runtime.capacity import Capacity
-from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.runtime.dispatch import RunDispatcher
-from sidecar.runtime.ledger import RecordLedger
-from sidecar.runtime.trace_scope import TraceScope
+from sidecar.runtime.claims import Claims, RecordClaim
+from sidecar.runtime.stages import Fetched, Stage
 
 __all__ = ["RecordHandler"]
 
 log = logging.getLogger(__name__)
 
-_INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content")
 _TOO_LARGE = frozenset({DeadLetterReason.TOO_LARGE.value, DeadLetterReason.RECORD_TOO_LARGE.value})
 
 
@@ -35,29 +33,22 @@ class RecordHandler:
     def __init__(
         self,
         ingest: IngestConfig,
-        scorers: Sequence[ConfiguredScorer],
+        stages: Sequence[Stage],
         *,
-        ledger: RecordLedger[TopicPartition],
-        dispatcher: RunDispatcher,
+        claims: Claims[TopicPartition],
         capacity: Capacity,
         observer: ServiceObserver,
-        publisher: DeadLetterPublisher,
-        traces: TraceScope | None,
+        dead_letters: DeadLetterPublisher,
         key_sampling: bool = True,
     ) -> None:
         self._ingest = ingest
-        self._scorers = tuple(scorers)
-        # Trace- and session-scope scorers map nothing per record: their runs are assembled when a trace is ready
-        # (a session's, from the turns its ready traces give).
-        self._selections = tuple(s.selection if s.scope == "span" else None for s in scorers)
-        self._ledger = ledger
-        self._dispatcher = dispatcher
+        self._stages = tuple(stages)
+        self._claims = claims
         self._capacity = capacity
         self._observer = observer
-        self._publisher = publisher
-        self._traces = traces
-        # A session scorer samples conversations, which a record's key does not name: it keeps every record.
-        sampler = KeySampler(1.0 if s.scope == "session" else s.selection.sample_rate for s in scorers)
+        self._dead_letters = dead_letters
+        self._proto = ingest.encoding == "otlp_proto"
+        sampler = KeySampler(stage.key_sample_rate() for stage in self._stages)
         self._sampler = sampler if key_sampling and sampler.useful else None
         # Why: a key of 32 hex characters is the trace id only if the producer made it so (the Collector's
         # partition_traces_by_id); a uuid4().hex key, or a trace id keying a record of several traces, looks the
@@ -73,7 +64,8 @@ class RecordHandler:
     async def handle(self, tp: TopicPartition, record: Any) -> None:
         value: bytes | None = record.value
         offset: int = record.offset
-        if not self._ledger.track(tp, offset):
+        claim = self._claims.open(tp, offset, len(value) if value is not None else 0)
+        if claim is None:
             # A record this assignment already holds (a fetch from before a seek): the first copy counts.
             log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, offset)
             return
@@ -87,54 +79,46 @@ class RecordHandler:
         ):
             self._observer.record_consumed(tp.topic, 0)
             self._observer.record_sampled_out(tp.topic)
-            self._ledger.hold(tp, offset, 0, 0)
+            claim.seal()
             return
-        traces = self._traces
+        letters: list[DeadLetter]
         try:
-            processed = process_record_multi(
-                value,
-                self._ingest,
-                self._selections,
-                group_traces=traces is not None,
-                offset=offset,
-                trace_ids=key_trace_id is not None,
-            )
+            read = read_record(value, self._ingest)
+            traces = read.traces
+            self._observer.record_consumed(tp.topic, read.spans)
+            letters = [read.letter] if read.letter is not None else []
+            if traces is not None:
+                if key_trace_id is not None:
+                    self._check_key(tp, offset, key_trace_id, trace_ids_of(traces))
+                fetched = Fetched(tp, offset, record.timestamp, traces, value if self._proto else None, claim)
+                for stage in self._stages:
+                    stage.take(fetched)
+                letters = fetched.letters
         except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
             log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, offset)
-            letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
-            processed = MultiProcessedRecord(dead_letters=(letter,), runs=tuple(() for _ in self._selections))
-        if key_trace_id is not None:
-            self._check_key(tp, offset, key_trace_id, processed.trace_ids)
-        if processed.dead_letters:
-            origin = RecordOrigin(
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=offset,
-                value=value or b"",
-                key=record.key,
-                headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
-            )
-            await self._publisher.publish(origin, processed.dead_letters)
-            for letter in processed.dead_letters:
-                self._observer.dead_lettered(letter.reason.value)
-        self._observe(tp.topic, processed)
-        work = [
-            (configured, request)
-            for configured, requests in zip(self._scorers, processed.runs, strict=True)
-            for request in requests
-        ]
-        # No await from here on: a trace this record joins cannot be released before the record is held.
-        joined = (
-            traces.join(tp, offset, processed.traces, record.timestamp)
-            if traces is not None and processed.traces
-            else 0
-        )
-        claim = self._ledger.hold(tp, offset, len(work) + joined, len(value) if value is not None else 0)
-        if claim is None:
-            return
-        for configured, request in work:
-            self._dispatcher.start(configured, request, claim)
+            letters = [DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])]
+        if letters:
+            await self._set_aside(tp, record, letters, claim)
+        claim.seal()
         self._capacity.update()
+
+    async def _set_aside(self, tp: TopicPartition, record: Any, letters: list[DeadLetter], claim: RecordClaim) -> None:
+        origin = RecordOrigin(
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            value=record.value or b"",
+            key=record.key,
+            headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
+        )
+        await self._dead_letters.publish(origin, letters)
+        # Counted once delivered; a revoke while the broker acknowledged them leaves the record to its new owner,
+        # which sets them aside again (its claim was dropped: sealing it below does nothing).
+        for letter in letters:
+            self._observer.dead_lettered(letter.reason.value)
+        too_large = sum(1 for letter in letters if letter.reason.value in _TOO_LARGE)
+        if too_large:
+            self._observer.runs_skipped("", "unknown", "too_large", too_large)
 
     def _check_key(self, tp: TopicPartition, offset: int, key_trace_id: bytes, trace_ids: frozenset[bytes]) -> None:
         """Whether a decoded record's key is the trace id of every span it holds: yes confirms keys as trace ids,
@@ -158,21 +142,3 @@ class RecordHandler:
             len(trace_ids),
             shown,
         )
-
-    def _observe(self, topic: str, processed: MultiProcessedRecord) -> None:
-        observer = self._observer
-        observer.record_consumed(topic, processed.spans_seen)
-        for configured, skipped in zip(self._scorers, processed.skipped, strict=True):
-            scorer_id = configured.scorer.id
-            if skipped.filtered:
-                observer.runs_skipped(scorer_id, "unknown", "filtered", skipped.filtered)
-            if skipped.sampled_out:
-                observer.runs_skipped(scorer_id, "unknown", "sampled_out", skipped.sampled_out)
-        # Ingest-level skips are counted once per span, whichever scorers' selections saw them.
-        for reason in _INGEST_SKIPS:
-            n = max((getattr(skipped, reason) for skipped in processed.skipped), default=0)
-            if n:
-                observer.spans_skipped(reason, n)
-        too_large = sum(1 for letter in processed.dead_letters if letter.reason.value in _TOO_LARGE)
-        if too_large:
-            observer.runs_skipped("", "unknown", "too_large", too_large)

@@ -1,14 +1,12 @@
-"""The scoring service: the parts of the engine wired on one asyncio loop.
+"""The scoring service: the engine and the stages wired on one asyncio loop.
 
 Records come from a :class:`~sidecar.runtime.sources.RecordSource` (a group subscription for ``run``) through
-the :class:`~sidecar.runtime.intake.Intake` to the :class:`~sidecar.runtime.records.RecordHandler`, which starts
-span runs on the :class:`~sidecar.runtime.dispatch.RunDispatcher` and hands spans to the whole-trace stage
-(:class:`~sidecar.runtime.trace_scope.TraceScope`), which hands the turns of conversations to stage 1; stage 2
-(:class:`~sidecar.runtime.sessions.SessionStage`, ``scope: session``) is a second intake over the internal topic
-in its own group, on the same dispatcher. The :class:`~sidecar.runtime.ledger.RecordLedger` holds each
-record until its work is exported, and the :class:`~sidecar.runtime.checkpoint.Checkpoint` commits behind it:
-committable offsets first, then every sink flushed, then the commit (at-least-once; score ids are deterministic,
-so redelivery is harmless). The stop is bounded (:mod:`sidecar.runtime.stopping`).
+the :class:`~sidecar.runtime.intake.Intake` to the :class:`~sidecar.runtime.records.RecordHandler`, which reads each
+record once and hands it to every stage (``sidecar.runtime.stages``: span, trace, session). Each record's claim
+(``sidecar.runtime.claims``) holds it until every stage's work on it is exported, and the
+:class:`~sidecar.runtime.checkpoint.Checkpoint` commits behind it: committable offsets first, then every sink
+flushed, then the commit (at-least-once; score ids are deterministic, so redelivery is harmless). The stop is
+bounded (:mod:`sidecar.runtime.stopping`).
 """
 
 from __future__ import annotations
@@ -21,25 +19,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from sidecar.core import Flushable, Sink
-from sidecar.core.observers import ServiceObserver
+from sidecar.core import Flushable
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
-from sidecar.runtime.agent_labels import AgentLabels
-from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.checkpoint import Checkpoint
 from sidecar.runtime.clients import BrokerClients, ClientOptions, start_clients
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.runtime.conversations import Conversations
-from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.engine import Engine
 from sidecar.runtime.intake import INTAKE_STOP_S, Intake
-from sidecar.runtime.ledger import RecordLedger
-from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.records import RecordHandler
-from sidecar.runtime.sessions import SessionLimits, SessionStage, TurnPublishing, TurnTopic
 from sidecar.runtime.sources import GroupSubscription, RecordSource
+from sidecar.runtime.stages import Stage, StageContext
 from sidecar.runtime.stopping import StopClock, StopReport, cancel_and_wait, close_side_by_side, closing_reserve
-from sidecar.runtime.trace_scope import TraceScope
 
 __all__ = ["ConfiguredScorer", "ScoringService"]
 
@@ -47,86 +38,52 @@ log = logging.getLogger(__name__)
 
 # While the last runs of an exhausted source finish, how often the wait looks at the stop event.
 _FINISH_POLL_S = 0.5
-# A turn's agent span ends before the Collector writes its trace's last record (batching): what a window waits for
-# past its last turn's end + idle_s, beyond what stage 1 has read.
-_TURN_GRACE_S = 0.5
 
 
 class ScoringService:
+    """The engine's parts and the stages, wired on one loop. Built by the composition root (``sidecar.app``), which
+    builds the :class:`Engine` and the stages over it (``sidecar.runtime.stages.build_stages``)."""
+
     def __init__(
         self,
         *,
+        engine: Engine,
+        stages: Sequence[Stage],
+        ingest: IngestConfig,
+        dead_letters: DeadLetterPublisher,
         bootstrap_servers: str,
         group_id: str,
-        ingest: IngestConfig,
-        topics: Sequence[str],
-        scorers: Sequence[ConfiguredScorer],
-        sinks: Sequence[Sink],
+        topics: Sequence[str] = (),
         publishers: Sequence[Flushable] = (),
-        observer: ServiceObserver | None = None,
-        limits: RuntimeLimits | None = None,
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
         readiness_checks: Sequence[Callable[[], str | None]] = (),
-        agent_labels: AgentLabels | None = None,
         source: RecordSource | None = None,
         key_sampling: bool = True,
-        sessions: SessionLimits | None = None,
-        turn_topic: TurnTopic | None = None,
     ) -> None:
-        if not scorers:
-            raise ValueError("the service needs at least one scorer")
-        self._limits = limits = limits or RuntimeLimits()
+        if not stages:
+            raise ValueError("the service needs at least one stage (a scorer)")
+        self._engine = engine
+        self._limits = limits = engine.limits
         self._clients = ClientOptions(
             bootstrap_servers, group_id, consumer_options or {}, producer_options or {}, limits.startup_timeout_s
         )
         self._ingest = ingest
+        self._dead_letters = dead_letters
         self._key_sampling = key_sampling
-        self._source: RecordSource = source or GroupSubscription(topics)
-        self._scorers = tuple(scorers)
-        self._sinks = tuple(sinks)
-        self._observer = observer = observer or ServiceObserver()
+        self._source: RecordSource = source or GroupSubscription(topics or (ingest.topic,))
+        self._stages = tuple(stages)
+        self._claims = engine.claims
+        self._dispatcher = engine.dispatcher
+        self._capacity = engine.capacity
+        self._observer = engine.observer
         self._readiness_checks = tuple(readiness_checks)
-        self._ledger: RecordLedger[TopicPartition] = RecordLedger()
-        self._dispatcher = RunDispatcher(
-            sinks, observer, agent_labels or AgentLabels(), run_timeout_s=limits.run_timeout_s
-        )
-        self._capacity = Capacity(observer, lambda: self._dispatcher.in_flight)
-        self._capacity.bound(lambda: self._dispatcher.in_flight >= limits.max_in_flight_runs)
-        self._capacity.bound(lambda: self._ledger.held_bytes >= limits.max_buffered_bytes)
-        self._dispatcher.on_change = self._capacity.update
-        trace_scorers = [s for s in scorers if s.scope == "trace"]
-        session_scorers = [s for s in scorers if s.scope == "session"]
-        turns: TurnPublishing | None = None
-        self._sessions: Conversations | None = None
-        self._turn_topic = turn_topic if session_scorers else None
-        if session_scorers:
-            if sessions is None or turn_topic is None:
-                raise ValueError("scope: session needs the sessions block and the internal topic's publisher")
-            turns = TurnPublishing(session_scorers, sessions, turn_topic, observer)
-            stage = SessionStage(
-                session_scorers, sessions, dispatcher=self._dispatcher, topic=turn_topic, observer=observer,
-                max_in_flight_runs=limits.max_in_flight_runs, grace_s=_TURN_GRACE_S,
-            )  # fmt: skip
-            self._sessions = Conversations(stage, limits=limits, dispatcher=self._dispatcher, observer=observer)
         # What the checkpoint flushes before it commits, started and closed with the sinks: the sinks, then what
-        # they hand on (score dead letters), and the internal topic's turns.
-        self._checkpointed: tuple[Flushable, ...] = (*self._sinks, *publishers, *filter(None, [self._turn_topic]))
-        self._traces = (
-            TraceScope(
-                trace_scorers,
-                limits.trace_buffer,
-                ledger=self._ledger,
-                dispatcher=self._dispatcher,
-                capacity=self._capacity,
-                observer=observer,
-                max_in_flight_runs=limits.max_in_flight_runs,
-                dead_letter_topic=ingest.dead_letter_topic,
-                span_attributes=ingest.span_attributes,
-                turns=turns,
-            )
-            if trace_scorers or turns is not None
-            else None
+        # they hand on (score dead letters), and what the stages write of their own (the conversations' turns).
+        self._checkpointed: tuple[Flushable, ...] = (
+            *engine.sinks,
+            *publishers,
+            *(flushable for stage in self._stages for flushable in stage.flushables()),
         )
         self._intake: Intake | None = None
         self._running = False
@@ -141,8 +98,8 @@ class ScoringService:
     @property
     def ready(self) -> bool:
         """The consumer joined its group and polled."""
-        sessions = self._sessions is None or self._sessions.ready
-        return self._running and self._intake is not None and self._intake.ready and sessions
+        stages = all(stage.ready for stage in self._stages)
+        return self._running and self._intake is not None and self._intake.ready and stages
 
     def readiness(self) -> tuple[bool, str]:
         """``/readyz``: the group is joined, every exporter confirms its exports (a sink whose last
@@ -169,67 +126,65 @@ class ScoringService:
         self._running = True
         clients: BrokerClients | None = None
         background: list[asyncio.Task[None]] = []
-        sessions = self._sessions
+        stages = self._stages
         try:
             clients = await start_clients(
-                self._clients, self._checkpointed, stop, waiting=self._set_waiting, phase=self._set_phase
+                self._clients,
+                self._checkpointed,
+                self._dead_letters,
+                stop,
+                waiting=self._set_waiting,
+                phase=self._set_phase,
             )
             if clients is None:
                 return  # stopped while waiting for the broker: nothing was consumed
             consumer = clients.consumer
-            if sessions is not None:
-                self.stop_phase = "starting: the conversations' consumer"
-                await sessions.start(self._clients)
-            confirmations = (sessions.stage.confirmation,) if sessions is not None else ()
-            self._checkpoints = Checkpoint(
-                self._ledger.offsets, self._checkpointed, consumer, self._observer, confirmations=confirmations
-            )
-            publisher = DeadLetterPublisher(
-                clients.producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding
-            )
             handler = RecordHandler(
                 self._ingest,
-                self._scorers,
-                ledger=self._ledger,
-                dispatcher=self._dispatcher,
+                stages,
+                claims=self._claims,
                 capacity=self._capacity,
                 observer=self._observer,
-                publisher=publisher,
-                traces=self._traces,
+                dead_letters=self._dead_letters,
                 key_sampling=self._key_sampling,
             )
             intake = self._intake = self._new_intake(consumer, handler)
-            if sessions is not None:
-                sessions.follow(intake, self._traces)
+            context = StageContext(self._clients, intake.watermark_ms)
+            for stage in stages:
+                self.stop_phase = f"starting: the {stage.facts.scope} stage"
+                await stage.start(context)
+            self._checkpoints = Checkpoint(
+                self._claims.offsets,
+                self._checkpointed,
+                consumer,
+                self._observer,
+                confirmations=tuple(stage.confirmation for stage in stages),
+            )
             await intake.attach()
             background.append(asyncio.create_task(self._commit_loop(stop), name="checkpoints"))
             self.stop_phase = "consuming"
-            if self._traces is not None:
-                self._traces.publisher = publisher
-                background.append(asyncio.create_task(self._traces.run(stop), name="trace readiness"))
-            if sessions is not None:
-                sessions.run(stop)
+            for stage in stages:
+                for work in stage.background(stop):
+                    background.append(asyncio.create_task(work, name=f"{stage.facts.scope} stage"))
             ended = await intake.run_until(stop)
             if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")
             for task in background[1:]:
                 await cancel_and_wait(task)
-            if sessions is not None:
-                await sessions.stop(report)
+            for stage in stages:
+                await stage.stopping(report)
             if ended == "exhausted":
                 await self._finish_source(stop)
             await self._drain(clock.left() - reserve, report)
             await cancel_and_wait(background[0])  # it may hold the checkpoint lock, waiting on a commit that hangs
             await self._final_checkpoint(min(limits.flush_timeout_s, clock.left() - reserve / 2), report)
-            if sessions is not None:
-                await sessions.finish(clock.left() - reserve / 2, report)
+            for stage in stages:
+                await stage.finish(clock.left() - reserve / 2, report)
         finally:
             self._running = False
             for task in background:
                 await cancel_and_wait(task)
-            if sessions is not None:
-                await sessions.abandon()
-            self._abandon()
+            await self._abandon()
             await self._close(clients, clock, report)
             clock.close()
             self.stop_phase = "stopped"
@@ -267,7 +222,7 @@ class ScoringService:
             try:
                 await self._checkpoint(timeout_s=self._limits.flush_timeout_s)
                 if self._intake is not None:
-                    self._intake.report_lag(self._ledger.offsets)
+                    self._intake.report_lag(self._claims.offsets)
             except Exception:
                 log.exception("checkpoint failed; offsets stay where they were")
 
@@ -285,9 +240,9 @@ class ScoringService:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._checkpoint(timeout_s=budget, partitions=revoked), budget)
         lost = set(revoked)
-        abandoned = self._ledger.forget(lost)
-        if self._traces is not None:
-            self._traces.drop_partitions(lost)
+        abandoned = self._claims.revoke(lost)
+        for stage in self._stages:
+            stage.revoked(lost)
         if abandoned:
             log.info("revoked %d partitions; %d records left to their new owner", len(revoked), abandoned)
         self._capacity.update()
@@ -298,19 +253,15 @@ class ScoringService:
         buffered are scored now, and every run is waited for (only a stop cuts the wait short: the stop budget
         is for stopping, not for the window's last runs), before the final checkpoint."""
         self.stop_phase = "source read to its end: finishing its runs"
-        if self._traces is not None:
-            started = await self._traces.score_the_rest(stop)
-            if started:
-                log.info(
-                    "source read to its end: scoring the %d traces still buffered (ready reason window_end)", started
-                )
+        for stage in self._stages:
+            await stage.source_ended(stop)
         while self._dispatcher.pending and not stop.is_set():
             await self._dispatcher.drain(_FINISH_POLL_S)
 
     def done_offsets(self) -> dict[TopicPartition, int]:
         """Per partition read so far, the offset below which every record is done (scored and handed to the
         sinks, not yet necessarily committed): a bounded source's progress."""
-        offsets = self._ledger.offsets
+        offsets = self._claims.offsets
         return {tp: position for tp in offsets.partitions if (position := offsets.position(tp)) is not None}
 
     # -- the stop ------------------------------------------------------------------------------------------
@@ -344,12 +295,12 @@ class ScoringService:
         if not committed:
             report.give_up("the final commit was not made (an exporter did not confirm, or the commit failed)")
 
-    def _abandon(self) -> None:
-        """Cancel the runs still in flight (held by a judge, or slow). Their records are forgotten first, as on
-        a revoke, so that a cancelled run never completes its record."""
-        self._ledger.drop_all()
-        if self._traces is not None:
-            self._traces.drop_all()
+    async def _abandon(self) -> None:
+        """Cancel the runs still in flight (held by a judge, or slow). Their records' claims are dropped first, as
+        on a revoke, so that a cancelled run never completes its record."""
+        self._claims.drop_all()
+        for stage in self._stages:
+            await stage.abandon()
         self._dispatcher.cancel_all()
 
     async def _close(self, clients: BrokerClients | None, clock: StopClock, report: StopReport) -> None:
@@ -358,9 +309,9 @@ class ScoringService:
         steps: dict[str, Any] = {}
         if clients is not None:
             steps["leaving the consumer group"] = clients.consumer.stop()
-            steps["stopping the dead-letter producer"] = clients.producer.stop()
-        if self._sessions is not None:
-            steps.update(self._sessions.closing())
+            steps["stopping the dead-letter producer"] = clients.dead_letters.stop()
+        for stage in self._stages:
+            steps.update(stage.closing())
         for sink in self._checkpointed:
             steps[f"closing exporter {sink.name}"] = sink.close()
         self.stop_phase = "closing: " + ", ".join(steps)

@@ -12,9 +12,9 @@ time). The buffer groups them as records arrive and says when a trace is **ready
 - ``evicted``: it outgrew ``max_trace_bytes``, or the buffer is full and stuck (see below): scored at once
   from what arrived, and marked incomplete.
 
-Each buffered trace remembers the records (partition, offset) that brought its spans: the runtime keeps
-those records uncommitted until the trace is scored, skipped or given up on, and exported. The buffer
-counts its spans' bytes, so the runtime can pause intake at ``max_traces`` / ``max_bytes`` (backpressure:
+Each buffered trace keeps what holds back the records that brought its spans (their claims): the runtime keeps
+those records uncommitted until the trace is scored, skipped or given up on, and exported, then releases them. The
+buffer counts its spans' bytes, so the runtime can pause intake at ``max_traces`` / ``max_bytes`` (backpressure:
 nothing is dropped). A full buffer whose traces all wait for spans still behind the paused intake cannot
 get a trace ready but at ``max_wait_s``; after ``idle_s`` of that the runtime takes the oldest out
 (``take_oldest``, scored as ``evicted``) rather than stall. A span arriving for a trace already scored is
@@ -28,18 +28,24 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from sidecar.conventions.trace_runs import TraceSpan
 from sidecar.core.runs import ReadyReason, ResourceValue
 
-__all__ = ["BufferedRecord", "BufferedSpan", "BufferedTrace", "TraceBuffer", "TraceBufferLimits"]
+__all__ = ["BufferedRecord", "BufferedSpan", "BufferedTrace", "Held", "TraceBuffer", "TraceBufferLimits"]
 
 P = TypeVar("P", bound=Hashable)  # a partition
 
 _FORGET_AFTER = 100_000  # scored (or cut) traces remembered to recognise late spans
+
+
+class Held(Protocol):
+    """What holds back a record that brought spans to a trace (its claim's part): released once the trace is done."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +123,7 @@ class BufferedTrace(Generic[P]):
     last_seen: float
     # In arrival order: spans kept one by one, and records kept as they came.
     parts: list[BufferedSpan | BufferedRecord] = field(default_factory=list)
-    records: set[int] = field(default_factory=set)  # offsets (on ``partition``) that brought its spans
+    held: list[Held] = field(default_factory=list)  # a part of the claim of each record that brought its spans
     # Every span's parent by span id: each span counts once, and the orphans say where a trace starts.
     parents: dict[bytes, bytes] = field(default_factory=dict)
     # The spans whose exporter did not say whether their parent is remote (older SDKs); None: none so far.
@@ -143,7 +149,14 @@ class BufferedTrace(Generic[P]):
         """The records kept as they came."""
         return [part for part in self.parts if isinstance(part, BufferedRecord)]
 
-    def add(self, spans: Sequence[TraceSpan], offset: int, now: float, timestamp_ms: int | None = None) -> None:
+    def add(
+        self,
+        spans: Sequence[TraceSpan],
+        offset: int,
+        now: float,
+        timestamp_ms: int | None = None,
+        held: Held | None = None,
+    ) -> None:
         record = spans[0].record if spans else None
         links = _links_if_whole(spans, self.parents) if record is not None else None
         if links is not None:
@@ -161,7 +174,8 @@ class BufferedTrace(Generic[P]):
                 self.parts.append(kept)
                 self.bytes += len(kept.data)
                 self._link(kept.span_id, kept.parent_span_id, kept.flags)
-        self.records.add(offset)
+        if held is not None:
+            self.held.append(held)
         self.last_seen = now
         if timestamp_ms is not None and (self.first_ms is None or timestamp_ms < self.first_ms):
             self.first_ms = timestamp_ms
@@ -174,6 +188,12 @@ class BufferedTrace(Generic[P]):
             self.unflagged.add(span_id)
         if not self.root_seen and _starts_here(parent, flags):
             self.root_seen = True
+
+    def release_held(self) -> None:
+        """The trace is done: release what held back each record that brought it spans."""
+        held, self.held = self.held, []
+        for each in held:
+            each.release()
 
     def decoded(self) -> list[TraceSpan]:
         """Its spans, decoded (to assemble it), in the order they arrived."""
@@ -259,10 +279,16 @@ class TraceBuffer(Generic[P]):
         return len(self._traces)
 
     def add(
-        self, partition: P, offset: int, trace_id: bytes, spans: list[TraceSpan], timestamp_ms: int | None = None
+        self,
+        partition: P,
+        offset: int,
+        trace_id: bytes,
+        spans: list[TraceSpan],
+        timestamp_ms: int | None = None,
+        held: Held | None = None,
     ) -> Literal["buffered", "late"]:
-        """Buffer a record's spans of one trace (``timestamp_ms``: the record's); ``late`` when the trace was
-        already scored."""
+        """Buffer a record's spans of one trace (``timestamp_ms``: the record's; ``held``: what holds the record
+        back, kept with the trace when it is buffered); ``late`` when the trace was already scored."""
         key = (partition, trace_id)
         if key in self._scored:
             return "late"
@@ -274,7 +300,7 @@ class TraceBuffer(Generic[P]):
                 del self._cut[key]
                 trace.cut_short = True
         before = trace.bytes
-        trace.add(spans, offset, now, timestamp_ms)
+        trace.add(spans, offset, now, timestamp_ms, held)
         self.bytes += trace.bytes - before
         self._by_activity[key] = None
         self._by_activity.move_to_end(key)

@@ -14,7 +14,6 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from sidecar.conventions.selection import Selection
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.limits import RuntimeLimits
@@ -170,7 +169,6 @@ class KafkaSettings(_Frozen):
     def ingest_config(
         self,
         topic: str,
-        selection: Selection | None = None,
         *,
         resource_attributes: Iterable[str] = (),
         span_attributes: Iterable[str] = (),
@@ -180,7 +178,6 @@ class KafkaSettings(_Frozen):
             encoding=self.encoding,
             dead_letter_topic=self.dead_letter_topic,
             max_record_bytes=self.max_record_bytes,
-            selection=selection if selection is not None else Selection(),
             resource_attributes=frozenset(resource_attributes),
             span_attributes=frozenset(span_attributes),
         )

@@ -1,7 +1,7 @@
 """Stage 2 of conversations: the internal topic's turns held by conversation until a window closes, then scored.
 
 A second intake of the service reads the topic in its own consumer group (``<group>-sessions``) and hands every
-record here (:meth:`SessionStage.handle`). On each assignment a partition is read from its beginning
+record here (:meth:`Stage2.handle`). On each assignment a partition is read from its beginning
 (``runtime.sources.RestoringSubscription``): the topic is this stage's store, so the open windows are rebuilt
 from it and nothing is committed. A ticker closes windows on each partition's clock, evicts past ``max_bytes``,
 starts the runs of closed windows on the shared dispatcher (same judges, gates and sinks) while runs may
@@ -24,20 +24,18 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from sidecar.conventions.session_runs import session_run
 from sidecar.conventions.session_turns import TurnSummary, turn_key
 from sidecar.core.observers import ServiceObserver
-from sidecar.core.runs import ScorerRunRequest
 from sidecar.runtime.capacity import Capacity
+from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
-from sidecar.runtime.ledger import Claim
 from sidecar.runtime.sessions.limits import SessionLimits
 from sidecar.runtime.sessions.topic import TurnTopic, marker_key, marker_value, parse_key, parse_marker
-from sidecar.runtime.sessions.turns import samples_in
+from sidecar.runtime.sessions.turns import conversation_runs
 from sidecar.runtime.sessions.windows import SessionWindows, Window
 
-__all__ = ["SessionStage"]
+__all__ = ["Stage2"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +68,7 @@ class _Done:
     turn_ids: tuple[str, ...]  # in conversation order: the first names the window
 
 
-class SessionStage:
+class Stage2:
     def __init__(
         self,
         scorers: Sequence[ConfiguredScorer],
@@ -324,16 +322,10 @@ class SessionStage:
         ordered = window.ordered_ids()
         turns = [TurnSummary.decode(window.turns[turn_id].data) for turn_id in ordered]
         self._observer.session_closed(window.reason, len(turns))
-        runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = []
-        for configured in self._scorers:
-            scorer_id = configured.scorer.id
-            mine = [turn for turn in turns if scorer_id in turn.scorers]
-            if not mine:
-                continue
-            if not samples_in(configured.selection.sample_rate, conversation):
-                self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", 1)
-                continue
-            runs.append((configured, session_run(conversation, mine, window.reason)))
+        found = conversation_runs(self._scorers, conversation, turns, window.reason)
+        for scorer_id in found.sampled_out:
+            self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", 1)
+        runs = found.runs
         done = _Done(conversation, tuple(ordered))
         if not runs:
             self._scored_window(done)
@@ -344,10 +336,11 @@ class SessionStage:
             del self._scoring[key]
             self._scored_window(done)
 
-        claim = Claim(len(runs), ended)
+        claim = Claim(ended)
         self._scoring[key] = (window.partition, claim)
         for configured, request in runs:
             self._dispatcher.start(configured, request, claim)
+        claim.seal()
 
     def _scored_window(self, done: _Done) -> None:
         self._done_count += 1

@@ -1,28 +1,32 @@
-"""Stage 1 of conversations: a ready trace's turns, published to the internal topic.
+"""Stage 1 of conversations: a ready trace's turns, published to the internal topic; and which runs a closed
+window of turns makes (stage 2's, and ``preview``'s and ``eval``'s from records).
 
-The whole-trace stage hands each ready trace here (``runtime.trace_scope``): its top-level agent runs that name a
-conversation become turns (``sidecar.conventions.session_turns``) and go to the topic through the checkpointed
-publisher, as one more part of the trace's claim: the trace's records are committed only after the broker
-acknowledged its turns. Which turns a session scorer reads is its targets' business (agents, services, where:
-the turn lists the scorers that admit its agent span); its sampling is by conversation id, so a conversation
-every session scorer samples out is not published at all.
+The whole-trace stage hands each ready trace here (a follower of ``runtime.stages.trace``): its top-level agent runs
+that name a conversation become turns (``sidecar.conventions.session_turns``) and go to the topic through the
+checkpointed publisher, as one more part of the trace's claim: the trace's records are committed only after the
+broker acknowledged its turns. Which turns a session scorer reads is its targets' business (agents, services,
+where: the turn lists the scorers that admit its agent span); its sampling is by conversation id, so a
+conversation every session scorer samples out is not published at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from sidecar.conventions.selection import Selection, classify, sampled_in
+from sidecar.conventions.session_runs import session_run
 from sidecar.conventions.session_turns import TurnSummary, turns_of
 from sidecar.conventions.spans import admit
 from sidecar.conventions.trace_runs import TraceSpan
 from sidecar.core.observers import ServiceObserver
-from sidecar.core.runs import ScorerRunRequest
+from sidecar.core.runs import ScorerRunRequest, SessionCloseReason
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.sessions.limits import SessionLimits
 from sidecar.runtime.sessions.topic import TurnTopic
 
-__all__ = ["TurnPublishing", "samples_in"]
+__all__ = ["ConversationRuns", "TurnPublishing", "Turns", "conversation_runs", "samples_in"]
 
 
 def samples_in(rate: float, conversation_id: str) -> bool:
@@ -30,16 +34,37 @@ def samples_in(rate: float, conversation_id: str) -> bool:
     return sampled_in(rate, conversation_id.encode())
 
 
-class TurnPublishing:
-    def __init__(
-        self,
-        scorers: Sequence[ConfiguredScorer],
-        limits: SessionLimits,
-        topic: TurnTopic,
-        observer: ServiceObserver,
-    ) -> None:
+@dataclass(slots=True)
+class ConversationRuns:
+    """The runs of a closed window: one per session scorer with a turn of it, and the scorers that sample the
+    conversation out."""
+
+    runs: list[tuple[ConfiguredScorer, ScorerRunRequest]] = field(default_factory=list)
+    sampled_out: list[str] = field(default_factory=list)
+
+
+def conversation_runs(
+    scorers: Sequence[ConfiguredScorer], conversation: str, turns: Sequence[TurnSummary], reason: SessionCloseReason
+) -> ConversationRuns:
+    """What a closed window starts: for each scorer, the window's turns that it admits, as one run."""
+    out = ConversationRuns()
+    for configured in scorers:
+        scorer_id = configured.scorer.id
+        mine = [turn for turn in turns if scorer_id in turn.scorers]
+        if not mine:
+            continue
+        if not samples_in(configured.selection.sample_rate, conversation):
+            out.sampled_out.append(scorer_id)
+            continue
+        out.runs.append((configured, session_run(conversation, mine, reason)))
+    return out
+
+
+class Turns:
+    """Which turns a ready trace makes for the session scorers (pure: the live stage 1 and the offline assembly)."""
+
+    def __init__(self, scorers: Sequence[ConfiguredScorer], limits: SessionLimits, observer: ServiceObserver) -> None:
         self.limits = limits
-        self._topic = topic
         self._observer = observer
         # Every agent span can make a turn: each scorer's own targets are applied per turn (``admitted``).
         self.selection = Selection(
@@ -76,6 +101,26 @@ class TurnPublishing:
         return any(
             samples_in(rate, turn.conversation_id) for scorer_id, _, rate in self._targets if scorer_id in turn.scorers
         )
+
+
+class TurnPublishing(Turns):
+    """Stage 1: a follower of the whole-trace stage, publishing each ready trace's turns."""
+
+    def __init__(
+        self,
+        scorers: Sequence[ConfiguredScorer],
+        limits: SessionLimits,
+        topic: TurnTopic,
+        observer: ServiceObserver,
+    ) -> None:
+        super().__init__(scorers, limits, observer)
+        self._topic = topic
+
+    def follow(
+        self, spans: Sequence[TraceSpan], runs: Sequence[ScorerRunRequest], *, complete: bool
+    ) -> Coroutine[Any, Any, None] | None:
+        turns = self.turns(spans, runs, complete=complete)
+        return self.publish(turns) if turns else None
 
     async def publish(self, turns: Sequence[TurnSummary]) -> None:
         """Hand the turns to the topic's publisher (waits only for room); the checkpoint confirms them."""

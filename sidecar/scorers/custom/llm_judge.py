@@ -46,7 +46,7 @@ from sidecar.scorers.custom.llm_judge_output import (
     verdict_score,
 )
 from sidecar.scorers.custom.llm_judge_template import JudgeTemplate, TemplateProblems, compile_template
-from sidecar.scorers.custom.llm_judge_variables import VARIABLES, needs_of, run_text
+from sidecar.scorers.custom.llm_judge_variables import ATTRIBUTES_UNFILLED_AT, VARIABLES, needs_of, run_text
 from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import Direction, LiveProblem, ScorerFacts, scorer_kind
 from sidecar.scoring import Judge, JudgeModel, LabelledScore, Scorer, StepContext, create_scorer
@@ -198,21 +198,20 @@ def _live_problems(options: LlmJudgeOptions, scope: Scope) -> Iterator[LiveProbl
         variable = VARIABLES[name]
         if scope in variable.live_scopes:
             continue
-        if scope == "session" and variable.session_because:
-            yield (
-                ("prompt",),
-                f"template line {line}: {name} is never filled at scope session: {variable.session_because}",
-            )
+        because = variable.unfilled_at.get(scope)
+        if because:
+            yield ("prompt",), f"template line {line}: {name} is never filled at scope {scope}: {because}"
             continue
         where = f"at scope {scope}" if variable.live_scopes else "in live traffic"
         yield ("prompt",), f"template line {line}: {name} is never filled {where}: {variable.unfilled_because}"
-    if scope == "session":
+    because = ATTRIBUTES_UNFILLED_AT.get(scope)
+    if because:
         for namespace, keys in template.attributes.items():
             for key, line in keys.items():
                 yield (
                     ("prompt",),
-                    f"template line {line}: {namespace}.attributes['{key}'] is never filled at scope session: a "
-                    "conversation's turns keep no span or resource attributes",
+                    f"template line {line}: {namespace}.attributes['{key}'] is never filled at scope {scope}: "
+                    f"{because}",
                 )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sidecar.core.runs import Scope
@@ -62,12 +62,16 @@ class Variable:
     live_scopes: frozenset[Scope]
     unfilled_because: str = ""
     item: str | None = None  # list variables: the quote tag of one item when the template iterates
-    # Why it makes no sense at scope session, where a run is a whole conversation ("" : unfilled_because).
-    session_because: str = ""
+    # Why it makes no sense at a scope it is not filled at, when that says more than unfilled_because (scope
+    # session, where a run is a whole conversation).
+    unfilled_at: Mapping[Scope, str] = field(default_factory=dict)
     # Its text quotes the traced content inside it piece by piece (a conversation's turns: the roles and turn
     # numbers stay outside the quotes), so the template prints it as it is instead of quoting it whole.
     quoted_inside: bool = False
 
+
+# Why no run fills ``span.attributes[...]`` / ``resource.attributes[...]`` at a scope.
+ATTRIBUTES_UNFILLED_AT: Mapping[Scope, str] = {"session": "a conversation's turns keep no span or resource attributes"}
 
 _ONE_TURN = "at scope session a run is a whole conversation, and this reads one turn: use {{ conversation }}"
 
@@ -82,9 +86,9 @@ VARIABLES: Mapping[str, Variable] = {
             ("input",),
             "(no request)",
             _BOTH,
-            session_because=_ONE_TURN,
+            unfilled_at={"session": _ONE_TURN},
         ),
-        Variable("output", "the agent's answer", ("output",), "(no answer)", _BOTH, session_because=_ONE_TURN),
+        Variable("output", "the agent's answer", ("output",), "(no answer)", _BOTH, unfilled_at={"session": _ONE_TURN}),
         Variable(
             "system",
             "the agent's system instructions",
@@ -99,7 +103,7 @@ VARIABLES: Mapping[str, Variable] = {
             "(no messages)",
             _BOTH,
             item="message",
-            session_because=_ONE_TURN,
+            unfilled_at={"session": _ONE_TURN},
         ),
         Variable(
             "tool_calls",
@@ -108,7 +112,7 @@ VARIABLES: Mapping[str, Variable] = {
             "(no tool calls)",
             _BOTH,
             item="tool_call",
-            session_because=_ONE_TURN + " (each turn holds its tool calls)",
+            unfilled_at={"session": _ONE_TURN + " (each turn holds its tool calls)"},
         ),
         Variable(
             "context",
@@ -119,7 +123,7 @@ VARIABLES: Mapping[str, Variable] = {
             "retrieved documents come from the retriever spans under an agent span: set targets.scope: trace "
             "(eval datasets fill it from their context field)",
             item="document",
-            session_because="a conversation's turns do not keep their retrieved documents (docs/sessions.md)",
+            unfilled_at={"session": "a conversation's turns do not keep their retrieved documents (docs/sessions.md)"},
         ),
         Variable(
             "ground_truth",

@@ -1,0 +1,175 @@
+"""The stages, one per scope (``span``, ``trace``, ``session``): the only place that maps the word a configuration
+writes under ``targets.scope`` to what the engine does with it.
+
+- :func:`facts_of`: what a scope's stage scores per run, whether a backfill can replay it, which ``eval`` items it
+  takes (for ``validate --traffic``, ``backfill``, ``eval``, ``preview`` and the metrics);
+- :func:`offline_runs`: the runs the stages would start from a fixed set of records (``preview``, ``eval
+  --records``, ``backfill``'s sample), through each stage's own assembly;
+- :func:`build_stages`: the live stages of a service, built by the composition root and handed to the service.
+
+A new stage (later: human feedback joined to scores) is a module here with its :class:`~.base.Stage`, its
+:class:`~.base.Assembly` and its facts, and a line in :data:`STAGES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sidecar.core.runs import Scope
+from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.ingest.pipeline import IngestConfig, read_record
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.engine import Engine
+from sidecar.runtime.sessions import SessionLimits, TurnPublishing, TurnTopic
+from sidecar.runtime.stages.base import (
+    Assembly,
+    Fetched,
+    OfflineRecord,
+    OfflineRun,
+    Stage,
+    StageContext,
+    StageFacts,
+    StageRun,
+)
+from sidecar.runtime.stages.session import SessionAssembly, SessionStage
+from sidecar.runtime.stages.span import SpanAssembly, SpanStage
+from sidecar.runtime.stages.trace import TraceAssembly, TraceFollower, TraceStage
+
+__all__ = [
+    "STAGES",
+    "Assembly",
+    "Fetched",
+    "OfflineRecord",
+    "OfflineRecords",
+    "OfflineRun",
+    "Stage",
+    "StageContext",
+    "StageFacts",
+    "StageRun",
+    "build_stages",
+    "facts_of",
+    "offline_records",
+    "offline_runs",
+]
+
+STAGES: dict[Scope, type[Stage]] = {"span": SpanStage, "trace": TraceStage, "session": SessionStage}
+
+
+def facts_of(scope: Scope | ConfiguredScorer) -> StageFacts:
+    """The facts of the stage that scores ``scope`` (a scope's word, or a configured scorer's)."""
+    word = scope.scope if isinstance(scope, ConfiguredScorer) else scope
+    return STAGES[word].facts
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineRecords:
+    records: list[OfflineRecord]
+    undecodable: int  # records that could not be read (too large, not OTLP in the configured encoding)
+
+
+def offline_records(values: Iterable[tuple[bytes, str]], ingest: IngestConfig) -> OfflineRecords:
+    """Records a command read (value, where it came from), read as the service reads them (``read_record``)."""
+    records: list[OfflineRecord] = []
+    undecodable = 0
+    whole = ingest.encoding == "otlp_proto"
+    for offset, (value, where) in enumerate(values):
+        read = read_record(value, ingest)
+        if read.traces is None:
+            undecodable += read.letter is not None
+            continue
+        records.append(OfflineRecord(read.traces, value if whole else None, where, offset))
+    return OfflineRecords(records, undecodable)
+
+
+def _by_scope(scorers: Sequence[ConfiguredScorer]) -> dict[Scope, list[ConfiguredScorer]]:
+    grouped: dict[Scope, list[ConfiguredScorer]] = {}
+    for configured in scorers:
+        grouped.setdefault(configured.scope, []).append(configured)
+    return grouped
+
+
+def offline_runs(
+    scorers: Sequence[ConfiguredScorer],
+    records: Sequence[OfflineRecord],
+    *,
+    ingest: IngestConfig,
+    sessions: SessionLimits | None = None,
+) -> list[OfflineRun]:
+    """Every run the stages of ``scorers`` would start from ``records``, through the same assembly as the live
+    stages (all there is: traces done once their root arrived, conversations quiet); ``ingest`` says what each run
+    keeps of its span and its resource."""
+    grouped = _by_scope(scorers)
+    resource, span = ingest.resource_attributes, ingest.span_attributes
+    assemblies: dict[Scope, Callable[[list[ConfiguredScorer]], Assembly]] = {
+        "span": lambda chosen: SpanAssembly(chosen, resource_attributes=resource, span_attributes=span),
+        "trace": lambda chosen: TraceAssembly(chosen, resource_attributes=resource, span_attributes=span),
+        "session": lambda chosen: SessionAssembly(chosen, sessions or SessionLimits()),
+    }
+    runs: list[OfflineRun] = []
+    for scope, chosen in grouped.items():
+        runs.extend(assemblies[scope](chosen).runs_of_records(records))
+    return runs
+
+
+def build_stages(
+    scorers: Sequence[ConfiguredScorer],
+    engine: Engine,
+    *,
+    dead_letters: DeadLetterPublisher,
+    ingest: IngestConfig,
+    sessions: SessionLimits | None = None,
+    turn_topic: TurnTopic | None = None,
+) -> tuple[Stage, ...]:
+    """The live stages of ``scorers``: span runs at once; whole traces for trace scorers and for stage 1 of
+    conversations (which follows the whole-trace stage); conversations from their own topic."""
+    grouped = _by_scope(scorers)
+    stages: list[Stage] = []
+    observer, dispatcher = engine.observer, engine.dispatcher
+    if "span" in grouped:
+        stages.append(
+            SpanStage(
+                grouped["span"],
+                dispatcher=dispatcher,
+                observer=observer,
+                resource_attributes=ingest.resource_attributes,
+                span_attributes=ingest.span_attributes,
+            )
+        )
+    conversation = grouped.get("session", [])
+    turns: TurnPublishing | None = None
+    if conversation:
+        if sessions is None or turn_topic is None:
+            raise ValueError("scope: session needs the sessions block and the internal topic's publisher")
+        turns = TurnPublishing(conversation, sessions, turn_topic, observer)
+    followers: tuple[TraceFollower, ...] = (turns,) if turns is not None else ()
+    traces: TraceStage | None = None
+    if "trace" in grouped or followers:
+        traces = TraceStage(
+            grouped.get("trace", []),
+            engine.limits.trace_buffer,
+            dispatcher=dispatcher,
+            capacity=engine.capacity,
+            observer=observer,
+            dead_letters=dead_letters,
+            max_in_flight_runs=engine.limits.max_in_flight_runs,
+            resource_attributes=ingest.resource_attributes,
+            span_attributes=ingest.span_attributes,
+            followers=followers,
+        )
+        stages.append(traces)
+    if turns is not None:
+        assert traces is not None and sessions is not None and turn_topic is not None
+        stages.append(
+            SessionStage(
+                conversation,
+                sessions,
+                turns=turns,
+                topic=turn_topic,
+                traces=traces,
+                dispatcher=dispatcher,
+                observer=observer,
+                runtime=engine.limits,
+            )
+        )
+    return tuple(stages)
