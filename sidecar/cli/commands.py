@@ -354,4 +354,5 @@ def eval_(args: argparse.Namespace) -> int:
         stand_in=args.stand_in_judge,
         progress=args.progress,
         allow_failures=args.allow_failures,
+        records=args.records,
     )

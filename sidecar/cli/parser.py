@@ -89,7 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         "threshold; 2: invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge "
         "refused, timed out or answered out of shape), so the averages leave items out (--allow-failures: 0).",
     )
-    evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file")
+    evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file (with --records: OTLP records)")
+    evaluate.add_argument(
+        "--records",
+        action="store_true",
+        help="DATASET is a file of OTLP records (OTLP/JSON lines, or one protobuf export, as preview --file reads): "
+        "every run each scorer's stage finds in them is scored, as the service would score it",
+    )
     evaluate.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration (kafka optional)")
     evaluate.add_argument("--output", metavar="FILE", help="write every result as JSON lines (score records)")
     evaluate.add_argument(

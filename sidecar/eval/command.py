@@ -13,14 +13,16 @@ from typing import Any, TextIO
 from pydantic import SecretStr
 
 from exporters.kafka_scores import score_record_head, score_record_json
-from sidecar.app.assembly import assemble
+from sidecar.app.assembly import Assembly, assemble
 from sidecar.app.judge_health import JudgeHealth
 from sidecar.app.judge_keys import judges_without_key
 from sidecar.core import ScoredRun
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
+from sidecar.eval.records import RecordFile, read_record_file
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
+from sidecar.ingest import IngestConfig
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stages import facts_of
@@ -75,29 +77,36 @@ async def _score_one(
 
 async def run_eval(
     settings: EvalSettings,
-    items: Sequence[EvalItem],
+    items: Sequence[EvalItem] | RecordFile,
     *,
     concurrency: int = 8,
     thresholds: Mapping[str, Threshold] | None = None,
     progress: ProgressCallback | None = None,
 ) -> EvalReport:
-    """Score every item with every configured scorer (bounded concurrency); never raises for an item."""
+    """Score every item with every configured scorer that takes it (bounded concurrency), or every run the scorers'
+    stages find in a file of OTLP records; never raises for an item."""
     thresholds = dict(thresholds or {})
     unknown = set(thresholds) - {s.id for s in settings.scorers}
     if unknown:
         known = ", ".join(s.id for s in settings.scorers)
         raise EvalError(f"thresholds for unknown scorer(s) {', '.join(sorted(unknown))} (scorers: {known})")
-    skipped = _without_items(settings, items)
-    gated = sorted(set(thresholds) & set(skipped))
-    if gated:
-        raise EvalError("; ".join(f"threshold for {scorer}, which {skipped[scorer]}" for scorer in gated))
-    if len(skipped) == len(settings.scorers):
-        raise EvalError("nothing to score: " + "; ".join(f"{scorer} {why}" for scorer, why in skipped.items()))
-    tally = EvalTally({s.id: s.scale for s in settings.scorers if s.id not in skipped})
-    health = JudgeHealth()
     timeout_s = settings.runtime.run_timeout_s
+    tally = EvalTally({})
+    health = JudgeHealth()
     # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
     assembly = assemble(settings, observers=[tally, health], max_hold_s=timeout_s)
+    from_records = isinstance(items, RecordFile)
+    if isinstance(items, RecordFile):
+        items = items.items(settings, assembly.scorers, _ingest(settings, assembly))
+    skipped = _without_items(settings, items, from_records=from_records)
+    gated = sorted(set(thresholds) & set(skipped))
+    if gated:
+        await assembly.aclose()
+        raise EvalError("; ".join(f"threshold for {scorer}, which {skipped[scorer]}" for scorer in gated))
+    if len(skipped) == len(settings.scorers):
+        await assembly.aclose()
+        raise EvalError("nothing to score: " + "; ".join(f"{scorer} {why}" for scorer, why in skipped.items()))
+    tally.expect({s.id: s.scale for s in settings.scorers if s.id not in skipped})
     work = [
         (configured, item)
         for item in items
@@ -134,14 +143,32 @@ async def run_eval(
 
 
 def _scores(configured: ConfiguredScorer, item: EvalItem) -> bool:
-    """Scope session scorers score conversation items (``turns``); the others score single-turn items."""
+    """Scope session scorers score conversation items (``turns``); the others score single-turn items. A run found
+    in records is for the scorer whose stage found it."""
+    if item.scorer_id is not None:
+        return item.scorer_id == configured.scorer.id
     return facts_of(configured).conversation_items == item.is_conversation
 
 
-def _without_items(settings: EvalSettings, items: Sequence[EvalItem]) -> dict[str, str]:
-    """The scorers no item of the dataset is for, each with why."""
+def _ingest(settings: EvalSettings, assembly: Assembly) -> IngestConfig:
+    """What runs found in records keep of their spans and resources: what the scorers read."""
+    kafka = settings.kafka
+    base = kafka.ingest_config(kafka.topics[0]) if kafka is not None else IngestConfig()
+    return base.model_copy(
+        update={
+            "resource_attributes": frozenset().union(*(c.facts.resource_attributes for c in assembly.scorers)),
+            "span_attributes": frozenset().union(*(c.facts.span_attributes for c in assembly.scorers)),
+        }
+    )
+
+
+def _without_items(settings: EvalSettings, items: Sequence[EvalItem], *, from_records: bool) -> dict[str, str]:
+    """The scorers no item of the dataset (no run in the records) is for, each with why."""
     conversations = sum(1 for item in items if item.is_conversation)
     out: dict[str, str] = {}
+    if from_records:
+        found = {item.scorer_id for item in items}
+        return {s.id: "found no run in the records" for s in settings.scorers if s.id not in found}
     for scorer in settings.scorers:
         takes_conversations = facts_of(scorer.targets.scope).conversation_items
         if takes_conversations and not conversations:
@@ -177,7 +204,7 @@ def stand_in_settings(settings: EvalSettings, url: str) -> EvalSettings:
 
 async def evaluate(
     settings: EvalSettings,
-    items: Sequence[EvalItem],
+    items: Sequence[EvalItem] | RecordFile,
     *,
     concurrency: int,
     thresholds: Mapping[str, Threshold],
@@ -214,6 +241,7 @@ def main(
     stand_in: bool,
     progress: bool | None,
     allow_failures: bool = False,
+    records: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -236,7 +264,7 @@ def main(
         for text in thresholds:
             scorer, threshold = parse_threshold(text)
             limits[scorer] = threshold
-        items = load_dataset(dataset)
+        items: Sequence[EvalItem] | RecordFile = read_record_file(dataset) if records else load_dataset(dataset)
         if concurrency <= 0:
             raise EvalError("--concurrency must be > 0")
     except DatasetError as exc:

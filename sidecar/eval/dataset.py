@@ -14,6 +14,7 @@ from typing import Any
 
 from sidecar.core import ScorerRunRequest, SpanTarget
 from sidecar.eval.conversation import DatasetTurn, TurnsError, parse_turns, session_request, turns_json
+from sidecar.runtime.attempt import request_context_of
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 
@@ -66,9 +67,20 @@ class EvalItem:
     context: tuple[str, ...] | None = None
     # A conversation (scope session scorers score it): its turns in order; input and output are then None.
     turns: tuple[DatasetTurn, ...] | None = None
+    # A run a stage built from OTLP records (``eval --records``): the run itself, and the one scorer it is for.
+    run: ScorerRunRequest | None = None
+    scorer_id: str | None = None
+
+    @classmethod
+    def of_run(cls, run: ScorerRunRequest, scorer_id: str, *, index: int, where: str) -> EvalItem:
+        """A run found in records (``where``: the record it came from), scored by ``scorer_id`` only."""
+        line = int(where.rsplit(":", 1)[1]) if where.rsplit(":", 1)[-1].isdigit() else 0
+        return cls(index=index, line=line, input=None, output=None, id=where, run=run, scorer_id=scorer_id)
 
     @property
     def is_conversation(self) -> bool:
+        if self.run is not None:
+            return self.run.session is not None
         return self.turns is not None
 
     def canonical(self) -> str:
@@ -90,7 +102,9 @@ class EvalItem:
 
     def request(self) -> ScorerRunRequest:
         """The run a scorer scores for this item: one turn as span scope gives it, or a conversation's session
-        run as stage 2 gives it (``session`` set, the target the last turn)."""
+        run as stage 2 gives it (``session`` set, the target the last turn); a run found in records as it is."""
+        if self.run is not None:
+            return self.run
         if self.turns is not None:
             return session_request(
                 self.turns,
@@ -102,7 +116,7 @@ class EvalItem:
         return ScorerRunRequest.model_construct(target=self.target(), input=self.run_input(), output=self.run_output())
 
     def target(self) -> SpanTarget:
-        if self.turns is not None:
+        if self.turns is not None or self.run is not None:
             return self.request().target
         digest = self._digest()
         return SpanTarget(
@@ -134,7 +148,11 @@ class EvalItem:
         return self.output
 
     def run_request_context(self) -> dict[str, Any] | None:
-        """The item's ``request_context`` with its ``context`` under ``"context"``, where the RAG scorers look."""
+        """The item's ``request_context`` with its ``context`` under ``"context"``, where the RAG scorers look (a run
+        found in records: its retrieved documents, as the service gives them)."""
+        if self.run is not None:
+            found = request_context_of(self.run)
+            return dict(found) if found is not None else None
         if self.context is None:
             return self.request_context
         return {**(self.request_context or {}), REQUEST_CONTEXT_KEY: list(self.context)}

@@ -76,6 +76,10 @@ class EvalTally(ServiceObserver):
     def __init__(self, scales: dict[str, float]) -> None:
         self.tallies = {scorer: ScorerTally(scorer, scale=scale) for scorer, scale in scales.items()}
 
+    def expect(self, scales: dict[str, float]) -> None:
+        """The scorers that will run (known once the items are: runs found in records come after the assembly)."""
+        self.tallies = {scorer: ScorerTally(scorer, scale=scale) for scorer, scale in scales.items()}
+
     def run_finished(self, run: ScoredRun) -> None:
         tally = self.tallies[run.scorer_id]
         result = run.result

@@ -15,7 +15,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.core import ScorerRunRequest
-from sidecar.eval.dataset import load_dataset
+from sidecar.eval.dataset import DatasetError, load_dataset
+from sidecar.eval.records import read_record_file
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.attempt import request_context_of
 from sidecar.runtime.configured import ConfiguredScorer
@@ -146,15 +147,11 @@ def runs_from_file(
     """Runs from a file of OTLP records: JSON lines (one OTLP/JSON export per line, as the Collector's file
     exporter writes them), else one OTLP protobuf export."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PreviewSourceError(f"cannot read {path}: {exc.strerror}") from None
-    config = _ingest(settings, configured, keep_resource)
-    if data.lstrip()[:1] == b"{":
-        records = [(line, f"{path}:{number}") for number, line in enumerate(data.splitlines(), 1) if line.strip()]
-        return _runs_of_records(records, config.model_copy(update={"encoding": "otlp_json"}), configured, n, settings)
-    proto = config.model_copy(update={"encoding": "otlp_proto"})
-    return _runs_of_records([(data, str(path))], proto, configured, n, settings)
+        read = read_record_file(path)
+    except DatasetError as exc:
+        raise PreviewSourceError(f"{path}: {'; '.join(exc.problems)}") from None
+    config = _ingest(settings, configured, keep_resource).model_copy(update={"encoding": read.encoding})
+    return _runs_of_records(list(read.records), config, configured, n, settings)
 
 
 def runs_from_dataset(path: Path, n: int, configured: ConfiguredScorer) -> RecordsRead:
