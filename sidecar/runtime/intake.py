@@ -78,6 +78,9 @@ class Intake:
         self._runs_in_flight = runs_in_flight
         self._metrics_url = metrics_url
         self.owned: set[TopicPartition] = set()
+        # Per partition, how many times it was revoked: a batch fetched before a revoke is not handled on after it,
+        # even when the partition came back meanwhile (the consumer fetches it again from the last commit).
+        self._generations: dict[TopicPartition, int] = {}
         self._newest: dict[TopicPartition, int] = {}  # per partition, the newest record timestamp handled (ms)
         self._unhandled: set[TopicPartition] = set()  # partitions of the batch being handled, not done yet
         self._finished: set[TopicPartition] = set()  # a bounded source's partitions read to their end
@@ -129,9 +132,12 @@ class Intake:
                 if tp not in self.owned:
                     self._unhandled.discard(tp)
                     continue  # revoked while the fetch was in flight: the new owner reads these
+                generation = self._generations.get(tp, 0)
                 for record in records:
-                    if tp not in self.owned:
-                        break  # revoked while this batch was being ingested: the rest is the new owner's
+                    if tp not in self.owned or self._generations.get(tp, 0) != generation:
+                        # Revoked while this batch was being ingested: the rest is the new owner's, or, when the
+                        # partition came back, read again from the last commit under the new assignment.
+                        break
                     if source.bounded and not source.admits(tp, record.offset):
                         self._finish(tp)
                         break
@@ -176,6 +182,8 @@ class Intake:
 
     async def _revoked(self, revoked: list[TopicPartition]) -> None:
         mine = [tp for tp in revoked if tp in self.owned]
+        for tp in mine:
+            self._generations[tp] = self._generations.get(tp, 0) + 1
         await self._on_revoked(mine)
         for tp in mine:
             self.owned.discard(tp)

@@ -31,9 +31,11 @@ def scoring_service(
     consumer_options: dict[str, Any] | None = None,
     source: RecordSource | None = None,
     key_sampling: bool = True,
+    dead_letters: DeadLetterPublisher | None = None,
 ) -> ScoringService:
     engine = Engine.build(sinks, observer=observer, limits=limits)
-    dead_letters = DeadLetterPublisher(bootstrap_servers, ingest.dead_letter_topic, encoding=ingest.encoding)
+    if dead_letters is None:
+        dead_letters = DeadLetterPublisher(bootstrap_servers, ingest.dead_letter_topic, encoding=ingest.encoding)
     return ScoringService(
         engine=engine,
         stages=build_stages(scorers, engine, dead_letters=dead_letters, ingest=ingest),
