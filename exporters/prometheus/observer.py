@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -54,6 +55,19 @@ from sidecar.scoring.types import JudgeCall
 __all__ = ["SidecarMetrics"]
 
 
+@dataclass(slots=True)
+class _RunSeries:
+    """The series one finished run updates, per (scorer, agent, outcome); the score's series are made on the first
+    score (a scorer that never scores shows none)."""
+
+    runs: Any
+    duration: Any
+    scale: float
+    score: Any = None
+    latency: Any = None
+    session_delay: Any = None
+
+
 class SidecarMetrics(ServiceObserver):
     """Every metric of the sidecar, in a registry of its own (``registry``), fed as a ``ServiceObserver``."""
 
@@ -68,6 +82,7 @@ class SidecarMetrics(ServiceObserver):
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self._clock_ns = clock_ns
         self._scales: dict[str, float] = {k: check_scale(v) for k, v in (scales or {}).items()}
+        self._run_series: dict[tuple[str, str, str], _RunSeries] = {}
         self._registered_judges: set[str] = set()
         self._judges_lock = threading.Lock()
         # labels() validates and takes a lock on every call; with bounded labels the children can be kept.
@@ -92,6 +107,8 @@ class SidecarMetrics(ServiceObserver):
     def set_scorer_scale(self, scorer: str, scale: float) -> None:
         """A scorer whose scores run 0..scale (e.g. 0..10): observed as score / scale."""
         self._scales[scorer] = check_scale(scale)
+        for key in [key for key in self._run_series if key[0] == scorer]:
+            del self._run_series[key]  # their scale changed
 
     def register_scorer(
         self,
@@ -245,27 +262,51 @@ class SidecarMetrics(ServiceObserver):
         clamped), missing parts. Its judge calls were counted as each ended (``judge_call_finished``): a run's
         record misses the calls of runs that are shed, time out or are cancelled, and the metrics must match
         the provider's bill."""
-        runs = self.runs
+        scorer, agent, outcome = run.scorer_id, run.agent_label, run.outcome
+        series = self._run_series.get((scorer, agent, outcome))
+        if series is None:
+            series = self._series_of_runs(scorer, agent, outcome)
         target = run.request.target
-        scorer, agent, exemplar = run.scorer_id, run.agent_label, _exemplar(target.trace_id)
-        check_label(run.outcome, RUN_OUTCOMES, "scorer outcome")
-        self._child(runs.scorer_runs, scorer, agent, run.outcome).inc(1, exemplar=exemplar)
+        exemplar = _exemplar(target.trace_id)
+        series.runs.inc(1, exemplar=exemplar)
         duration_s = (run.finished_unix_nano - run.started_unix_nano) / 1e9
         if duration_s >= 0:
-            self._child(runs.duration, scorer, run.outcome).observe(duration_s)
-        if run.outcome == "scored" and run.result is not None and run.result.score is not None:
-            value = normalise_score(run.result.score, self._scales.get(scorer, 1.0))
+            series.duration.observe(duration_s)
+        result = run.result
+        if outcome == "scored" and result is not None and result.score is not None:
+            value = normalise_score(result.score, series.scale)
             if value is not None:
-                self._child(runs.score, scorer, agent).observe(value, exemplar=exemplar)
+                if series.score is None:
+                    series.score = self._child(self.runs.score, scorer, agent)
+                series.score.observe(value, exemplar=exemplar)
             span_end = target.end_time_unix_nano
             if span_end > 0:  # unknown span end: no lag to tell; clock skew clamps to 0
                 lag_s = max(0.0, (self._clock_ns() - span_end) / 1e9)
                 # A conversation's score waits idle_s after its last turn by design: its own histogram, so that the
                 # per-run latency (and its alerts) keep meaning the pipeline's lag.
-                latency = self.sessions.delay if run.request.session is not None else runs.score_latency
-                self._child(latency, scorer).observe(lag_s, exemplar=exemplar)
+                if run.request.session is not None:
+                    if series.session_delay is None:
+                        series.session_delay = self._child(self.sessions.delay, scorer)
+                    latency = series.session_delay
+                else:
+                    if series.latency is None:
+                        series.latency = self._child(self.runs.score_latency, scorer)
+                    latency = series.latency
+                latency.observe(lag_s, exemplar=exemplar)
         if run.degraded:
-            self._child(runs.degraded, scorer, agent, ",".join(run.missing)).inc()
+            self._child(self.runs.degraded, scorer, agent, ",".join(run.missing)).inc()
+
+    def _series_of_runs(self, scorer: str, agent: str, outcome: str) -> _RunSeries:
+        """The series a run of ``scorer`` on ``agent`` ending in ``outcome`` updates, looked up once (labels are
+        bounded: scorers are configured, agents capped by ``max_agent_labels``, outcomes fixed)."""
+        check_label(outcome, RUN_OUTCOMES, "scorer outcome")
+        runs = self.runs
+        series = self._run_series[(scorer, agent, outcome)] = _RunSeries(
+            runs=self._child(runs.scorer_runs, scorer, agent, outcome),
+            duration=self._child(runs.duration, scorer, outcome),
+            scale=self._scales.get(scorer, 1.0),
+        )
+        return series
 
     def runs_in_flight(self, n: int) -> None:
         self.runs.in_flight.set(n)

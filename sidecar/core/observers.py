@@ -142,104 +142,22 @@ class ServiceObserver:
 
 
 class Observers(ServiceObserver):
-    """Fans every event out to each observer in turn; a listener that raises is logged and skipped."""
+    """Fans every event out to each observer in turn; a listener that raises is logged and skipped.
+
+    Each event is bound once, when the fan-out is built, to what its listeners need: nothing (an event nobody
+    overrides costs one call of a no-op), the one listener's method guarded by a ``try``, or a loop over several.
+    Every record and run emits several events, so a per-call lookup of who listens would cost more than listening."""
 
     def __init__(self, observers: Iterable[ServiceObserver] = ()) -> None:
         self._observers = tuple(observers)
-        # Per event, the listeners that override it (found on first use): most listen to a few events, and
-        # every record and run emits several, so calling everyone's no-op would cost more than listening.
-        self._listeners: dict[str, tuple[tuple[ServiceObserver, Callable[..., None]], ...]] = {}
+        for event in _EVENTS:
+            setattr(self, event, _fan_out(event, _listening(self._observers, event)))
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._observers)
 
     def with_observer(self, observer: ServiceObserver) -> Observers:
         return Observers((*self._observers, observer))
-
-    def _emit(self, method: str, *args: object, **kwargs: object) -> None:
-        listeners = self._listeners.get(method)
-        if listeners is None:
-            listeners = self._listeners[method] = _listening(self._observers, method)
-        for observer, listener in listeners:
-            try:
-                listener(*args, **kwargs)
-            except Exception:
-                log.exception("observer %s failed on %s", type(observer).__name__, method)
-
-    def record_consumed(self, topic: str, spans_seen: int) -> None:
-        self._emit("record_consumed", topic, spans_seen)
-
-    def record_sampled_out(self, topic: str) -> None:
-        self._emit("record_sampled_out", topic)
-
-    def spans_skipped(self, reason: IngestSkipReason, n: int) -> None:
-        self._emit("spans_skipped", reason, n)
-
-    def dead_lettered(self, reason: str, n: int = 1) -> None:
-        self._emit("dead_lettered", reason, n)
-
-    def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
-        self._emit("consumer_lag", topic, partition, lag)
-
-    def trace_buffer(self, traces: int, span_bytes: int) -> None:
-        self._emit("trace_buffer", traces, span_bytes)
-
-    def trace_ready(self, reason: ReadyReason, waited_s: float) -> None:
-        self._emit("trace_ready", reason, waited_s)
-
-    def late_spans(self, scorer: str, n: int) -> None:
-        self._emit("late_spans", scorer, n)
-
-    def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:
-        self._emit("session_turns", outcome, n)
-
-    def session_buffer(self, sessions: int, turn_bytes: int) -> None:
-        self._emit("session_buffer", sessions, turn_bytes)
-
-    def session_closed(self, reason: SessionCloseReason, turns: int) -> None:
-        self._emit("session_closed", reason, turns)
-
-    def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
-        self._emit("session_restored", topic, partition, seconds, records)
-
-    def runs_skipped(
-        self,
-        scorer: str,
-        agent: str,
-        outcome: SkipOutcome,
-        n: int,
-        *,
-        judge: str = "",
-        shed_reason: ShedReason = "spend_cap",
-    ) -> None:
-        self._emit("runs_skipped", scorer, agent, outcome, n, judge=judge, shed_reason=shed_reason)
-
-    def run_finished(self, run: ScoredRun) -> None:
-        self._emit("run_finished", run)
-
-    def runs_in_flight(self, n: int) -> None:
-        self._emit("runs_in_flight", n)
-
-    def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
-        self._emit("judge_call_finished", model, request, call)
-
-    def judge_state_changed(self, judge: str, state: JudgeState) -> None:
-        self._emit("judge_state_changed", judge, state)
-
-    def judge_spend(self, judge: str, spent_usd: float, cap_usd: float | None) -> None:
-        self._emit("judge_spend", judge, spent_usd, cap_usd)
-
-    def judge_hold_ended(self, judge: str, seconds: float) -> None:
-        self._emit("judge_hold_ended", judge, seconds)
-
-    def judge_refused(self, judge: str, reason: ShedReason) -> None:
-        self._emit("judge_refused", judge, reason)
-
-    def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:
-        self._emit("exporter_flushed", name, confirmed=confirmed, up=up)
-
-    def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
-        self._emit("exporter_dropped", name, reason, n)
 
 
 def _listening(
@@ -252,3 +170,37 @@ def _listening(
         for observer in observers
         if getattr(type(observer), method, ignored) is not ignored or method in getattr(observer, "__dict__", {})
     )
+
+
+# Every event a ServiceObserver hears (its public methods).
+_EVENTS: tuple[str, ...] = tuple(
+    name for name, value in vars(ServiceObserver).items() if not name.startswith("_") and callable(value)
+)
+
+
+def _ignore(*args: object, **kwargs: object) -> None:
+    return None
+
+
+def _fan_out(method: str, listeners: tuple[tuple[ServiceObserver, Callable[..., None]], ...]) -> Callable[..., None]:
+    if not listeners:
+        return _ignore
+    if len(listeners) == 1:
+        [(observer, listener)] = listeners
+
+        def one(*args: object, **kwargs: object) -> None:
+            try:
+                listener(*args, **kwargs)
+            except Exception:
+                log.exception("observer %s failed on %s", type(observer).__name__, method)
+
+        return one
+
+    def every(*args: object, **kwargs: object) -> None:
+        for observer, listener in listeners:
+            try:
+                listener(*args, **kwargs)
+            except Exception:
+                log.exception("observer %s failed on %s", type(observer).__name__, method)
+
+    return every
