@@ -80,7 +80,9 @@ async def test_a_handler_suspended_across_a_revoke_and_a_reassignment_completes_
     try:
         await asyncio.wait_for(letters.waiting.wait(), 30)  # the handler of offset 0 waits for its acknowledgement
         # A second member joins (every partition is revoked from the first), then leaves: the partition comes back.
-        other = AIOKafkaConsumer(spans, bootstrap_servers=kafka_bootstrap, group_id=group, **GROUP_OPTIONS)
+        other = AIOKafkaConsumer(
+            spans, bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False, **GROUP_OPTIONS
+        )
         await other.start()
         try:
 
