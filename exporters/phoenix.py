@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,7 +66,7 @@ from exporters.delivery import (
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
+from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
 from sidecar.core.observers import ServiceObserver
 from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord
 
@@ -374,9 +373,7 @@ class PhoenixExporterSettings(FrozenConfig):
 
     def api_key_value(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key in clear (the setting, else ``PHOENIX_API_KEY``), for the exporter. Never log it."""
-        env = os.environ if environ is None else environ
-        key = self.api_key.get_secret_value() if self.api_key is not None else env.get(PHOENIX_API_KEY_ENV, "")
-        return key.strip() or None  # a key mounted from a file usually ends with a line break
+        return secret_value(self.api_key, PHOENIX_API_KEY_ENV, environ) or None
 
 
 def _reserved_names(block: PhoenixExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:
