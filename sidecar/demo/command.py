@@ -44,6 +44,7 @@ __all__ = [
     "DemoOptions",
     "demo_config",
     "demo_settings",
+    "records_on",
     "run_demo",
     "run_serve",
     "serve_config_yaml",
@@ -310,13 +311,18 @@ async def _embedded(
             loop.remove_signal_handler(sig)
 
 
-async def _score_records(consumer: Any) -> int:
-    """Score records on the scores topic so far: the sum of its partitions' end offsets."""
+async def records_on(consumer: Any, topic: str) -> int:
+    """The records ``topic`` holds now (the score records, for ``demo --serve``): each partition's end, read as
+    Tansu needs it (``end_offsets()`` alone falls short of it), less its first offset. ``consumer`` has no group."""
     from aiokafka import TopicPartition
 
-    partitions = consumer.partitions_for_topic(SCORES_TOPIC) or set()
-    ends = await consumer.end_offsets([TopicPartition(SCORES_TOPIC, p) for p in sorted(partitions)])
-    return int(sum(ends.values()))
+    from sidecar.runtime.tansu import read_log_ends
+
+    await consumer.topics()  # the cluster's metadata: partitions_for_topic answers only from what was fetched
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    starts = await consumer.beginning_offsets(partitions) if partitions else {}
+    ends = await read_log_ends(consumer, partitions, starts)
+    return sum(ends[tp] - starts[tp] for tp in partitions)
 
 
 async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | None = None) -> int:
@@ -358,7 +364,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
                     await asyncio.wait_for(stop.wait(), options.interval_s)
                 if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                     stop.set()
-                scores = await _score_records(consumer)
+                scores = await records_on(consumer, SCORES_TOPIC)
                 waiting = "" if scores else f" (none yet: is `{runnable_command()} run` running with the config above?)"
                 print(
                     f"{time.monotonic() - started:.0f}s: {counter[0]} traces produced, {scores} score records on "

@@ -20,6 +20,7 @@ from sidecar.ingest.decode import TraceDecodeError, decode_traces
 from sidecar.ingest.pipeline import IngestConfig, process_record
 from sidecar.runtime.attempt import request_context_of
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.tansu import read_log_ends
 from sidecar.settings import EvalSettings
 
 __all__ = ["PreviewRun", "PreviewSourceError", "RecordsRead", "runs_from_dataset", "runs_from_file", "runs_from_topic"]
@@ -148,12 +149,10 @@ async def _read_tails(consumer: AIOKafkaConsumer, topics: Iterable[str], window:
     ]
     if not partitions:
         raise PreviewSourceError(f"no such topic on the broker: {', '.join(topics)}")
-    consumer.assign(partitions)
-    # Where each partition's tail starts. A broker may report an end below the last record (Tansu reports the
-    # last batch's first offset): the tail then starts earlier, and reading stops at the high watermark its
-    # fetches report, not at that end.
-    ends = await consumer.end_offsets(partitions)
+    # Where each partition's tail starts: ``window`` records before its end, the end read as Tansu needs it.
     starts = await consumer.beginning_offsets(partitions)
+    ends = await read_log_ends(consumer, partitions, starts)
+    consumer.assign(partitions)
     for tp in partitions:
         consumer.seek(tp, max(starts[tp], ends[tp] - window))
     waiting = set(partitions)

@@ -14,6 +14,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from sidecar.runtime.tansu import read_log_ends
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
@@ -149,9 +150,9 @@ async def read_internal_topic(bootstrap: str, topic: str) -> list[Any]:
     try:
         await consumer.topics()
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        ends = await read_log_ends(consumer, partitions)  # end_offsets() alone falls short on Tansu
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
         left = {tp for tp in partitions if ends[tp] > 0}
         while left:
             for batch in (await consumer.getmany(timeout_ms=200)).values():

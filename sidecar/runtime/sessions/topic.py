@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from sidecar.core import Flushable
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
+from sidecar.runtime.tansu import topic_config
 
 __all__ = [
     "ParsedKey",
@@ -106,7 +105,7 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
             "need it",
             EXIT_INVALID,
         )
-    policy = await _cleanup_policy(topic, admin_options)
+    policy = await topic_config(admin_options, topic, "cleanup.policy")
     if policy is None:
         log.warning(
             "the broker did not tell sessions.topic %r's cleanup.policy: it should be compact,delete, or every "
@@ -120,25 +119,3 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
             EXIT_INVALID,
         )
     return len(partitions)
-
-
-async def _cleanup_policy(topic: str, admin_options: dict[str, Any]) -> str | None:
-    admin = AIOKafkaAdminClient(**admin_options)
-    try:
-        await admin.start()
-        # Every config of the topic: a broker (Tansu) drops the connection when asked for some by name.
-        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-    except Exception as exc:  # a broker without DescribeConfigs, or an ACL refusing it
-        log.debug("describe_configs of %s failed: %r", topic, exc)
-        return None
-    finally:
-        await admin.close()
-    for response in responses:
-        for resource in response.resources:
-            error_code, _, _, name, entries = resource[:5]
-            if error_code or name != topic:
-                continue
-            for entry in entries:
-                if entry[0] == "cleanup.policy" and entry[1]:
-                    return str(entry[1])
-    return None
