@@ -64,6 +64,7 @@ from exporters.delivery import (
     wait,
 )
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
+from exporters.score_facts import clip
 from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
@@ -99,10 +100,6 @@ PHOENIX_RESERVED_ANNOTATION_NAME: Final = "note"  # POST /v1/span_annotations an
 # or sessions (sessions.py; a session id is the application's own string, so anything up to " do not exist").
 _MISSING_SPANS = re.compile(r"Spans with IDs (?P<ids>[0-9a-fA-F, ]+) do not exist")
 _MISSING_SESSIONS = re.compile(r"Sessions with IDs (?P<ids>.+) do not exist")
-
-
-def _clip(text: str, limit: int = MAX_EXPLANATION_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _executions(run: ScoredRun) -> list[JudgeExecution]:
@@ -154,7 +151,7 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
     executions = _executions(run)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
-        outcome["explanation"] = _clip(result.reason)
+        outcome["explanation"] = clip(result.reason, MAX_EXPLANATION_CHARS)
     if result.label:  # a custom judge's category, pass/fail; Mastra's scorers give a bare number
         outcome["label"] = result.label
     metadata: dict[str, Any] = {
