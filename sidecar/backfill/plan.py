@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.backfill.window import Window, utc_text
-from sidecar.runtime.sources import PartitionRange
+from sidecar.runtime.sources import PartitionRange, topic_partitions
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
 from sidecar.runtime.tansu import read_log_ends, time_index_answer
 
@@ -82,17 +82,14 @@ async def plan_window(
 ) -> WindowPlan:
     """The window's offsets in every partition of ``topics``, with ``consumer`` (no group: it is assigned and
     seeks). Raises :class:`StartupFailure` (exit 2) for a topic that does not exist or a window past retention."""
-    await consumer.topics()  # the cluster's metadata: partitions_for_topic answers only from what was fetched
-    partitions: list[TopicPartition] = []
+    partitions = topic_partitions(consumer, topics)
     for topic in topics:
-        numbers = consumer.partitions_for_topic(topic)
-        if not numbers:
+        if not any(tp.topic == topic for tp in partitions):
             raise StartupFailure(
                 f"topic {topic} does not exist on the Kafka broker at {bootstrap}: check kafka.topics in the "
                 "configuration, and that this is the broker the live service reads (nothing was created)",
                 EXIT_INVALID,
             )
-        partitions.extend(TopicPartition(topic, n) for n in sorted(numbers))
     earliest: dict[TopicPartition, int] = await consumer.beginning_offsets(partitions)
     ends = await read_log_ends(consumer, partitions, earliest)
     oldest = await _oldest_kept(consumer, partitions, earliest, ends)

@@ -52,6 +52,9 @@ __all__ = [
     "wants_real_judge",
 ]
 
+# The demo's own consumer (its count of score records) starts on the embedded broker, which is up by then.
+_BROKER_START_S = 30.0
+
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -314,12 +317,10 @@ async def _embedded(
 async def records_on(consumer: Any, topic: str) -> int:
     """The records ``topic`` holds now (the score records, for ``demo --serve``): each partition's end, read as
     Tansu needs it (``end_offsets()`` alone falls short of it), less its first offset. ``consumer`` has no group."""
-    from aiokafka import TopicPartition
-
+    from sidecar.runtime.sources import topic_partitions
     from sidecar.runtime.tansu import read_log_ends
 
-    await consumer.topics()  # the cluster's metadata: partitions_for_topic answers only from what was fetched
-    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    partitions = topic_partitions(consumer, [topic])
     starts = await consumer.beginning_offsets(partitions) if partitions else {}
     ends = await read_log_ends(consumer, partitions, starts)
     return sum(ends[tp] - starts[tp] for tp in partitions)
@@ -329,7 +330,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
     """``demo --serve``: the embedded broker, the stand-in judge (unless a real one is asked for) and the
     synthetic traffic, without the in-process service, so ``scoring-sidecar run`` can be tried against them
     from another terminal with the configuration written to ``config_path``. 0 on a clean stop."""
-    from aiokafka import AIOKafkaConsumer
+    from sidecar.runtime.clients import start_assigned_consumer
 
     out = out or sys.stdout
     stop = asyncio.Event()
@@ -355,8 +356,9 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
             flush=True,
         )
         producer = _start_traffic(options, broker.bootstrap_servers, stop, counter, out)
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
-        await consumer.start()
+        consumer = await start_assigned_consumer(
+            broker.bootstrap_servers, {}, timeout_s=_BROKER_START_S, purpose="the demo's count of score records"
+        )
         started = time.monotonic()
         try:
             while not stop.is_set():

@@ -4,14 +4,13 @@ service would make them for the scorer under preview: its targets, its scope, th
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
 from sidecar.core import ScorerRunRequest
@@ -19,7 +18,10 @@ from sidecar.eval.dataset import load_dataset
 from sidecar.ingest.decode import TraceDecodeError, decode_traces
 from sidecar.ingest.pipeline import IngestConfig, process_record
 from sidecar.runtime.attempt import request_context_of
+from sidecar.runtime.clients import start_assigned_consumer
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.sources import topic_partitions
+from sidecar.runtime.startup import StartupFailure
 from sidecar.runtime.tansu import read_log_ends
 from sidecar.settings import EvalSettings
 
@@ -119,20 +121,15 @@ async def runs_from_topic(
     _no_sessions(configured)
     config = _ingest(settings, configured, keep_resource)
     window = min(_MAX_WINDOW, max(_MIN_WINDOW, _RECORDS_PER_RUN * n))
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers_str,
-        group_id=None,
-        enable_auto_commit=False,
-        client_id=f"{kafka.client_id}-preview",
-        **kafka.security.client_options(),
-    )
     try:
-        await asyncio.wait_for(consumer.start(), kafka.startup_timeout_s)
-    except Exception as exc:  # refused, unknown host, timeout: one line, not a traceback
-        await consumer.stop()
-        raise PreviewSourceError(
-            f"cannot reach the Kafka broker at {kafka.bootstrap_servers_str}: {type(exc).__name__}: {exc}"
-        ) from None
+        consumer = await start_assigned_consumer(
+            kafka.bootstrap_servers_str,
+            {"client_id": f"{kafka.client_id}-preview", **kafka.security.client_options()},
+            timeout_s=kafka.startup_timeout_s,
+            purpose="preview",
+        )
+    except StartupFailure as exc:  # refused, unknown host, timeout: one line, not a traceback
+        raise PreviewSourceError(str(exc)) from None
     try:
         records = await _read_tails(consumer, kafka.topics, window)
     finally:
@@ -141,12 +138,7 @@ async def runs_from_topic(
 
 
 async def _read_tails(consumer: AIOKafkaConsumer, topics: Iterable[str], window: int) -> list[tuple[bytes, str]]:
-    await consumer.topics()  # the cluster's metadata, so that every partition of the topics is known
-    partitions = [
-        TopicPartition(topic, partition)
-        for topic in topics
-        for partition in sorted(consumer.partitions_for_topic(topic) or ())
-    ]
+    partitions = topic_partitions(consumer, topics)
     if not partitions:
         raise PreviewSourceError(f"no such topic on the broker: {', '.join(topics)}")
     # Where each partition's tail starts: ``window`` records before its end, the end read as Tansu needs it.

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 from aiokafka import AIOKafkaConsumer
 
 from sidecar.core import Flushable
+from sidecar.runtime.sources import topic_partitions
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
 from sidecar.runtime.tansu import topic_config
 
@@ -96,8 +97,7 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
     """The topic's partition count, once it is known to exist; raises :class:`StartupFailure` (one line) when it
     does not, or when the broker says its ``cleanup.policy`` does not compact. A broker that does not answer
     for its configuration gets a warning: the topic still works, its restores read everything retained."""
-    await consumer.topics()  # metadata of every topic: asking for one topic would auto-create it on some brokers
-    partitions = consumer.partitions_for_topic(topic)
+    partitions = topic_partitions(consumer, [topic])
     if not partitions:
         raise StartupFailure(
             f"sessions.topic {topic!r} does not exist: create it with cleanup.policy=compact,delete and as many "
