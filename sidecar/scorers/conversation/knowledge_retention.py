@@ -20,8 +20,9 @@ from pydantic import BeforeValidator, StrictInt, model_validator
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
+    analysis_in,
     check_turn_numbers,
-    conversation_in,
+    conversation_judge,
     read_conversation,
 )
 from sidecar.scorers.conversation.knowledge_retention_prompts import INSTRUCTIONS, create_analyze_prompt
@@ -30,7 +31,7 @@ from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput, trimmed_lower
-from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 
 __all__ = [
@@ -112,39 +113,24 @@ def create_knowledge_retention_scorer(
     opts = options_as(KnowledgeRetentionOptions, options)
     scale = opts.scale or 1.0
 
-    def analyze_prompt(ctx: StepContext) -> str:
-        return create_analyze_prompt(conversation_in(ctx))
-
-    def schema(ctx: StepContext) -> type[RetentionAnalysis]:
-        return analysis_schema(len(conversation_in(ctx).turns))
-
-    def verdicts_of(ctx: StepContext) -> tuple[TurnRetention, ...]:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, RetentionAnalysis)
-        return analysis.turns
-
     def generate_score(ctx: StepContext) -> float:
-        return retention_score(verdicts_of(ctx), scale=scale)
+        return retention_score(analysis_in(ctx, RetentionAnalysis).turns, scale=scale)
 
     def generate_reason(ctx: StepContext) -> str:
-        return retention_reason(verdicts_of(ctx))
+        return retention_reason(analysis_in(ctx, RetentionAnalysis).turns)
 
-    return (
-        create_scorer(
-            id="knowledge-retention-scorer",
-            name="Knowledge retention (LLM)",
-            description="Share of the agent's replies that keep what the user said earlier in the conversation",
-            judge=Judge.of(model, INSTRUCTIONS),
-        )
-        .preprocess(_at_least_two_turns)
-        .analyze(
-            description="Judge whether each reply after the first keeps what the user said earlier",
-            create_prompt=analyze_prompt,
-            output_schema=schema,
-        )
-        .generate_score(generate_score)
-        .generate_reason(generate_reason)
-        .with_version(options_version(opts))
+    return conversation_judge(
+        id="knowledge-retention-scorer",
+        name="Knowledge retention (LLM)",
+        description="Share of the agent's replies that keep what the user said earlier in the conversation",
+        judge=Judge.of(model, INSTRUCTIONS),
+        preprocess=_at_least_two_turns,
+        analyze="Judge whether each reply after the first keeps what the user said earlier",
+        prompt=create_analyze_prompt,
+        schema=analysis_schema,
+        score=generate_score,
+        reason=generate_reason,
+        version=options_version(opts),
     )
 
 

@@ -20,6 +20,7 @@ from pydantic import Field, StrictBool, StrictInt, model_validator
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
+    analysis_in,
     check_turn_numbers,
     read_conversation,
 )
@@ -123,9 +124,7 @@ def create_role_adherence_scorer(
         return analysis_schema(len(prepared(ctx).conversation.turns))
 
     def verdicts_of(ctx: StepContext) -> tuple[TurnRole, ...]:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, RoleAnalysis)
-        return analysis.turns
+        return analysis_in(ctx, RoleAnalysis).turns
 
     def generate_score(ctx: StepContext) -> float:
         return role_score(verdicts_of(ctx), scale=scale)
