@@ -38,11 +38,10 @@ block (:class:`PhoenixExporterSettings`) and the exporter's declaration close th
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -50,7 +49,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from exporters.delivery import (
-    DeadLetter,
     DeliveryRules,
     HttpAnswer,
     HttpBatchSink,
@@ -60,6 +58,7 @@ from exporters.delivery import (
     WaitRule,
     Wording,
     is_checkpointed,
+    json_letters,
     no_dead_letters,
     wait,
 )
@@ -207,14 +206,6 @@ def _describe(annotation: _Annotation) -> str:
     return f"Phoenix annotation {annotation.score_id} on {annotation.on} {annotation.target_id}"
 
 
-def _letters(set_aside: SetAsideLetter) -> Callable[[_Annotation, str, str], None]:
-    def letter(annotation: _Annotation, reason: str, detail: str) -> None:
-        payload = json.dumps(annotation.body).encode()
-        set_aside(DeadLetter("phoenix", annotation.score_id, annotation.key, payload), reason, detail)
-
-    return letter
-
-
 def _payload(annotations: list[_Annotation]) -> dict[str, Any]:
     return {"data": [annotation.body for annotation in annotations]}
 
@@ -308,7 +299,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
             params={"sync": "true"},
             timeout_s=timeout_s,
             observer=observer,
-            set_aside=_letters(set_aside),
+            set_aside=json_letters("phoenix", set_aside, lambda annotation: annotation.body),
             set_aside_checkpointed=is_checkpointed(set_aside),
             url_of=self._url_of,
         )
@@ -328,10 +319,6 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
 
     def _url_of(self, annotation: _Annotation) -> str:
         return self.base_url + (SESSION_ANNOTATIONS_PATH if annotation.on == "session" else ANNOTATIONS_PATH)
-
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
 
     @property
     def waiting_for_spans(self) -> int:
