@@ -63,12 +63,11 @@ from exporters.delivery import (
     wait,
 )
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
-from exporters.score_facts import clip
+from exporters.score_facts import clip, judge_facts
 from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
 from sidecar.core.observers import ServiceObserver
-from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord
 
 __all__ = [
     "ANNOTATIONS_PATH",
@@ -99,18 +98,6 @@ PHOENIX_RESERVED_ANNOTATION_NAME: Final = "note"  # POST /v1/span_annotations an
 # or sessions (sessions.py; a session id is the application's own string, so anything up to " do not exist").
 _MISSING_SPANS = re.compile(r"Spans with IDs (?P<ids>[0-9a-fA-F, ]+) do not exist")
 _MISSING_SESSIONS = re.compile(r"Sessions with IDs (?P<ids>.+) do not exist")
-
-
-def _executions(run: ScoredRun) -> list[JudgeExecution]:
-    judge = run.result.judge if run.result is not None else None
-    if judge is None:
-        return []
-    out: list[JudgeExecution] = []
-    for step in STEP_NAMES:
-        record: JudgeStepRecord | None = getattr(judge, step)
-        if record is not None:
-            out.extend(record.executions)
-    return out
 
 
 def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None) -> dict[str, Any] | None:
@@ -147,7 +134,7 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
     if run.outcome != "scored" or result is None or result.score is None or not math.isfinite(result.score):
         return None
     target = run.request.target
-    executions = _executions(run)
+    facts = judge_facts(run)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
         outcome["explanation"] = clip(result.reason, MAX_EXPLANATION_CHARS)
@@ -164,26 +151,14 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
         "source": "scoring-sidecar",
         "sidecar_version": __version__,
     }
-    if executions:
-        models = dict.fromkeys(
-            f"{e.judge_provider}/{e.judge_model_id}" if e.judge_provider else e.judge_model_id for e in executions
-        )
-        metadata["judge_model"] = ", ".join(models)
-        metadata["judge_calls"] = sum(e.model_call_count for e in executions)
-        usages = [e.usage for e in executions if e.usage is not None]
-        metadata["judge_input_tokens"] = sum(u.input_tokens or 0 for u in usages)
-        metadata["judge_output_tokens"] = sum(u.output_tokens or 0 for u in usages)
-        estimates = [e.estimated_cost_usd for e in executions if e.estimated_cost_usd is not None]
-        if estimates:
-            metadata["judge_estimated_cost_usd"] = float(sum(estimates))
-        reported = [
-            e.cost.amount
-            for e in executions
-            if e.status == "success" and e.cost is not None and e.cost.unit.upper() == "USD"
-        ]
-        if reported:
-            metadata["judge_cost_usd"] = float(sum(reported))
-    kind: AnnotatorKind = annotator_kind or ("LLM" if executions else "CODE")
+    if facts is not None:
+        metadata["judge_model"] = facts.model
+        metadata["judge_calls"] = facts.calls
+        metadata["judge_input_tokens"] = facts.input_tokens
+        metadata["judge_output_tokens"] = facts.output_tokens
+        metadata["judge_estimated_cost_usd"] = facts.estimated_cost_usd  # None: left out below
+        metadata["judge_cost_usd"] = facts.cost_usd
+    kind: AnnotatorKind = annotator_kind or ("LLM" if facts is not None else "CODE")
     return {
         "name": run.scorer_id,
         "annotator_kind": kind,
