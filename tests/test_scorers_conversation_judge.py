@@ -1,14 +1,15 @@
 """The pipeline the conversation judges of one judge call share (conversation_common.conversation_judge,
-analysis_in): a judge built on it through the real judge client against the scripted judge server, and the
-fingerprints of the judges built on it, pinned, since a fingerprint names a scorer's score ids."""
+analysis_in, verdicts_per_turn): a judge built on it through the real judge client against the scripted judge
+server, the schema per number of turns, and the fingerprints of the judges built on it, pinned, since a
+fingerprint names a scorer's score ids."""
 
 from __future__ import annotations
 
-import functools
+import re
 from typing import Any
 
 import pytest
-from pydantic import StrictBool, StrictInt, model_validator
+from pydantic import StrictBool, StrictInt, ValidationError
 
 from sidecar.scorers import (
     create_conversation_completeness_scorer,
@@ -18,9 +19,9 @@ from sidecar.scorers import (
 )
 from sidecar.scorers.conversation.conversation_common import (
     analysis_in,
-    check_turn_numbers,
     conversation_in,
     conversation_judge,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.transcript import Conversation
 from sidecar.scorers.verdicts import JudgeOutput
@@ -40,15 +41,7 @@ class Politeness(JudgeOutput):
     turns: tuple[Polite, ...]
 
 
-@functools.lru_cache(maxsize=8)
-def politeness_of(turns: int) -> type[Politeness]:
-    class PolitenessOfTurns(Politeness):
-        @model_validator(mode="after")
-        def _one_per_turn(self) -> PolitenessOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(1, turns + 1), "verdict")
-            return self
-
-    return PolitenessOfTurns
+politeness_of = verdicts_per_turn(Politeness)
 
 
 def politeness_prompt(conversation: Conversation) -> str:
@@ -107,6 +100,33 @@ async def test_a_run_without_turns_is_not_scorable_before_any_judge_call(
 ) -> None:
     result = await create_politeness_judge(make_judge_model()).run(input=None, output=[])
     assert result.not_scorable is not None and judge_server.requests == []
+
+
+def test_a_schema_per_number_of_turns_asks_one_verdict_for_each_turn_from_the_first_judged() -> None:
+    later = verdicts_per_turn(Politeness, first_turn=2)
+    schema = later(3)
+    assert schema is later(3) and schema is not later(4)  # one class per number of turns, kept
+    assert schema.__name__ == "PolitenessOfTurns" and issubclass(schema, Politeness)
+    good = {"turns": [{"turn": 3, "polite": True}, {"turn": 2, "polite": False}]}
+    assert [t.turn for t in schema.model_validate(good).turns] == [3, 2]  # in any order
+    refused = {
+        "no verdict for turn(s) 3": [{"turn": 2, "polite": True}],
+        "turn(s) 1 are not among the turns asked about": [
+            {"turn": 1, "polite": True},
+            {"turn": 2, "polite": True},
+            {"turn": 3, "polite": True},
+        ],
+        "turn(s) 2 judged more than once": [
+            {"turn": 2, "polite": True},
+            {"turn": 2, "polite": False},
+            {"turn": 3, "polite": True},
+        ],
+    }
+    for problem, turns in refused.items():
+        with pytest.raises(ValidationError, match=re.escape(problem)):
+            schema.model_validate({"turns": turns})
+    with pytest.raises(ValidationError, match=re.escape("expected one verdict per turn (1 to 2)")):
+        politeness_of(2).model_validate({"turns": [{"turn": 2, "polite": True}]})
 
 
 def test_the_conversation_judges_keep_their_fingerprints_and_so_their_score_ids() -> None:

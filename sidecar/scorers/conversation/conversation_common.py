@@ -10,10 +10,11 @@ so it gets its one fallback attempt instead of a score computed over the wrong t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from sidecar.core.runs import Scope
 from sidecar.scorers.conversation.transcript import Conversation, conversation_of
@@ -29,9 +30,19 @@ __all__ = [
     "conversation_in",
     "conversation_judge",
     "read_conversation",
+    "verdicts_per_turn",
 ]
 
 AnalysisT = TypeVar("AnalysisT", bound=BaseModel)
+
+
+class _Turned(Protocol):
+    turn: int
+
+
+class _PerTurn(Protocol):
+    turns: Sequence[_Turned]
+
 
 # A conversation judge reads whole sessions: one turn's run has no conversation to judge.
 CONVERSATION_SCOPES: tuple[Scope, ...] = ("session",)
@@ -73,6 +84,29 @@ def check_turn_numbers(found: Iterable[int], expected: Sequence[int], what: str)
     if problems:
         span = f"{expected[0]} to {expected[-1]}" if expected else "none"
         raise ValueError(f"expected one {what} per turn ({span}): " + "; ".join(problems))
+
+
+def verdicts_per_turn(analysis: type[AnalysisT], *, first_turn: int = 1) -> Callable[[int], type[AnalysisT]]:
+    """The schema of ``analysis`` (whose ``turns`` hold one verdict each, with its ``turn``) for a conversation
+    of a given number of turns: one verdict for each turn from ``first_turn`` to the last, each turn once (a
+    format error otherwise: the judge gets its one fallback attempt). Named ``<analysis>OfTurns``; one class
+    per number of turns, kept for the next run."""
+
+    def one_per_turn(turns: int) -> Callable[[Any], Any]:
+        def check(self: _PerTurn) -> _PerTurn:
+            check_turn_numbers((t.turn for t in self.turns), range(first_turn, turns + 1), "verdict")
+            return self
+
+        return check
+
+    @functools.lru_cache(maxsize=64)
+    def schema(turns: int) -> type[AnalysisT]:
+        validators: dict[str, Any] = {"_one_per_turn": model_validator(mode="after")(one_per_turn(turns))}
+        return create_model(
+            f"{analysis.__name__}OfTurns", __base__=analysis, __module__=analysis.__module__, __validators__=validators
+        )
+
+    return schema
 
 
 def analysis_in(ctx: StepContext, kind: type[AnalysisT]) -> AnalysisT:

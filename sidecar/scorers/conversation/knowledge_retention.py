@@ -12,18 +12,17 @@ replies judged (turns 2 to n), rounded to two decimals, × scale.
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, StrictInt, model_validator
+from pydantic import BeforeValidator, StrictInt
 
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
     analysis_in,
-    check_turn_numbers,
     conversation_judge,
     read_conversation,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.knowledge_retention_prompts import INSTRUCTIONS, create_analyze_prompt
 from sidecar.scorers.conversation.transcript import Conversation
@@ -62,17 +61,8 @@ class RetentionAnalysis(JudgeOutput):
     turns: tuple[TurnRetention, ...]
 
 
-@functools.lru_cache(maxsize=64)
-def analysis_schema(turns: int) -> type[RetentionAnalysis]:
-    """The analysis of a conversation of ``turns`` turns: one verdict per reply from turn 2 on, each once."""
-
-    class RetentionAnalysisOfTurns(RetentionAnalysis):
-        @model_validator(mode="after")
-        def _one_per_later_turn(self) -> RetentionAnalysisOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(2, turns + 1), "verdict")
-            return self
-
-    return RetentionAnalysisOfTurns
+# One verdict per reply from turn 2 on (nothing was said before the first), each once.
+analysis_schema = verdicts_per_turn(RetentionAnalysis, first_turn=2)
 
 
 def retention_score(verdicts: tuple[TurnRetention, ...], *, scale: float = 1) -> float:

@@ -12,17 +12,16 @@ the last turn, or never said to be satisfied after) 1; × scale.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final, Literal
 
-from pydantic import StrictBool, StrictInt, model_validator
+from pydantic import StrictBool, StrictInt
 
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
     analysis_in,
-    check_turn_numbers,
     conversation_judge,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.transcript import turn_list
 from sidecar.scorers.conversation.user_frustration_prompts import INSTRUCTIONS, create_analyze_prompt
@@ -63,17 +62,8 @@ class FrustrationAnalysis(JudgeOutput):
     ended_satisfied: StrictBool
 
 
-@functools.lru_cache(maxsize=64)
-def analysis_schema(turns: int) -> type[FrustrationAnalysis]:
-    """The analysis of a conversation of ``turns`` turns: one verdict per turn, each turn once."""
-
-    class FrustrationAnalysisOfTurns(FrustrationAnalysis):
-        @model_validator(mode="after")
-        def _one_per_turn(self) -> FrustrationAnalysisOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(1, turns + 1), "verdict")
-            return self
-
-    return FrustrationAnalysisOfTurns
+# One verdict per turn, each turn once.
+analysis_schema = verdicts_per_turn(FrustrationAnalysis)
 
 
 def frustration_outcome(analysis: FrustrationAnalysis) -> FrustrationOutcome:
