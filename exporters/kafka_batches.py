@@ -27,7 +27,7 @@ from aiokafka.errors import (
 )
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from exporters.delivery import CONFIRMED, Entry, Outcome, Settle, failed, rejected
+from exporters.delivery import CONFIRMED, DeliveryQueue, Entry, Outcome, Settle, failed, rejected
 from exporters.partitioner import KeyPartitioner
 
 __all__ = ["KafkaRecord", "ProducerBatches", "delivery_outcome"]
@@ -99,10 +99,15 @@ class ProducerBatches(Generic[R]):
         self.producer = producer
         return True
 
-    def detach(self) -> AIOKafkaProducer | None:
-        """Take the producer away: batches handed over from now on fail as "the producer is closed"."""
+    async def close(self, queue: DeliveryQueue[R], timeout_s: float, name: str) -> None:
+        """Stop ``queue`` (this transport's) and then the producer, named ``name`` in its log lines. Batches
+        handed over from now on fail as "the producer is closed"; what is still outstanding is abandoned
+        (flush first). Nothing to do when no producer runs."""
         producer, self.producer = self.producer, None
-        return producer
+        if producer is None:
+            return
+        await queue.close()
+        await stop_producer(producer, timeout_s, name)
 
     async def send(self, batch: Sequence[Entry[R]], settle: Settle[R]) -> None:
         producer = self.producer

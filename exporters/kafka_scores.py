@@ -46,7 +46,7 @@ from pydantic_core import InitErrorDetails
 
 from exporters.delivery import DeadLetter, DeliveryQueue, DeliveryRules, Wording
 from exporters.delivery.letters import SetAsideLetter, is_checkpointed
-from exporters.kafka_batches import ProducerBatches, stop_producer
+from exporters.kafka_batches import ProducerBatches
 from exporters.partitioner import KeyPartitioner
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from sidecar import __version__
@@ -319,11 +319,7 @@ class KafkaScoreSink:
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop the producer. Call ``flush`` first: what is still outstanding here is abandoned."""
-        producer = self._batches.detach()
-        if producer is None:
-            return
-        await self._queue.close()
-        await stop_producer(producer, timeout_s, "score producer")
+        await self._batches.close(self._queue, timeout_s, "score producer")
 
 
 # -- the exporters.kafka_scores block and the exporter's declaration --------------------------------------------

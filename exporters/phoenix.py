@@ -38,12 +38,10 @@ block (:class:`PhoenixExporterSettings`) and the exporter's declaration close th
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -51,7 +49,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from exporters.delivery import (
-    DeadLetter,
     DeliveryRules,
     HttpAnswer,
     HttpBatchSink,
@@ -61,15 +58,16 @@ from exporters.delivery import (
     WaitRule,
     Wording,
     is_checkpointed,
+    json_letters,
     no_dead_letters,
     wait,
 )
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
+from exporters.score_facts import clip, judge_facts
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
+from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
 from sidecar.core.observers import ServiceObserver
-from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord
 
 __all__ = [
     "ANNOTATIONS_PATH",
@@ -100,22 +98,6 @@ PHOENIX_RESERVED_ANNOTATION_NAME: Final = "note"  # POST /v1/span_annotations an
 # or sessions (sessions.py; a session id is the application's own string, so anything up to " do not exist").
 _MISSING_SPANS = re.compile(r"Spans with IDs (?P<ids>[0-9a-fA-F, ]+) do not exist")
 _MISSING_SESSIONS = re.compile(r"Sessions with IDs (?P<ids>.+) do not exist")
-
-
-def _clip(text: str, limit: int = MAX_EXPLANATION_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _executions(run: ScoredRun) -> list[JudgeExecution]:
-    judge = run.result.judge if run.result is not None else None
-    if judge is None:
-        return []
-    out: list[JudgeExecution] = []
-    for step in STEP_NAMES:
-        record: JudgeStepRecord | None = getattr(judge, step)
-        if record is not None:
-            out.extend(record.executions)
-    return out
 
 
 def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None) -> dict[str, Any] | None:
@@ -152,10 +134,10 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
     if run.outcome != "scored" or result is None or result.score is None or not math.isfinite(result.score):
         return None
     target = run.request.target
-    executions = _executions(run)
+    facts = judge_facts(run)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
-        outcome["explanation"] = _clip(result.reason)
+        outcome["explanation"] = clip(result.reason, MAX_EXPLANATION_CHARS)
     if result.label:  # a custom judge's category, pass/fail; Mastra's scorers give a bare number
         outcome["label"] = result.label
     metadata: dict[str, Any] = {
@@ -169,26 +151,14 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
         "source": "scoring-sidecar",
         "sidecar_version": __version__,
     }
-    if executions:
-        models = dict.fromkeys(
-            f"{e.judge_provider}/{e.judge_model_id}" if e.judge_provider else e.judge_model_id for e in executions
-        )
-        metadata["judge_model"] = ", ".join(models)
-        metadata["judge_calls"] = sum(e.model_call_count for e in executions)
-        usages = [e.usage for e in executions if e.usage is not None]
-        metadata["judge_input_tokens"] = sum(u.input_tokens or 0 for u in usages)
-        metadata["judge_output_tokens"] = sum(u.output_tokens or 0 for u in usages)
-        estimates = [e.estimated_cost_usd for e in executions if e.estimated_cost_usd is not None]
-        if estimates:
-            metadata["judge_estimated_cost_usd"] = float(sum(estimates))
-        reported = [
-            e.cost.amount
-            for e in executions
-            if e.status == "success" and e.cost is not None and e.cost.unit.upper() == "USD"
-        ]
-        if reported:
-            metadata["judge_cost_usd"] = float(sum(reported))
-    kind: AnnotatorKind = annotator_kind or ("LLM" if executions else "CODE")
+    if facts is not None:
+        metadata["judge_model"] = facts.model
+        metadata["judge_calls"] = facts.calls
+        metadata["judge_input_tokens"] = facts.input_tokens
+        metadata["judge_output_tokens"] = facts.output_tokens
+        metadata["judge_estimated_cost_usd"] = facts.estimated_cost_usd  # None: left out below
+        metadata["judge_cost_usd"] = facts.cost_usd
+    kind: AnnotatorKind = annotator_kind or ("LLM" if facts is not None else "CODE")
     return {
         "name": run.scorer_id,
         "annotator_kind": kind,
@@ -209,14 +179,6 @@ class _Annotation:
 
 def _describe(annotation: _Annotation) -> str:
     return f"Phoenix annotation {annotation.score_id} on {annotation.on} {annotation.target_id}"
-
-
-def _letters(set_aside: SetAsideLetter) -> Callable[[_Annotation, str, str], None]:
-    def letter(annotation: _Annotation, reason: str, detail: str) -> None:
-        payload = json.dumps(annotation.body).encode()
-        set_aside(DeadLetter("phoenix", annotation.score_id, annotation.key, payload), reason, detail)
-
-    return letter
 
 
 def _payload(annotations: list[_Annotation]) -> dict[str, Any]:
@@ -312,7 +274,7 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
             params={"sync": "true"},
             timeout_s=timeout_s,
             observer=observer,
-            set_aside=_letters(set_aside),
+            set_aside=json_letters("phoenix", set_aside, lambda annotation: annotation.body),
             set_aside_checkpointed=is_checkpointed(set_aside),
             url_of=self._url_of,
         )
@@ -332,10 +294,6 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
 
     def _url_of(self, annotation: _Annotation) -> str:
         return self.base_url + (SESSION_ANNOTATIONS_PATH if annotation.on == "session" else ANNOTATIONS_PATH)
-
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
 
     @property
     def waiting_for_spans(self) -> int:
@@ -374,9 +332,7 @@ class PhoenixExporterSettings(FrozenConfig):
 
     def api_key_value(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key in clear (the setting, else ``PHOENIX_API_KEY``), for the exporter. Never log it."""
-        env = os.environ if environ is None else environ
-        key = self.api_key.get_secret_value() if self.api_key is not None else env.get(PHOENIX_API_KEY_ENV, "")
-        return key.strip() or None  # a key mounted from a file usually ends with a line break
+        return secret_value(self.api_key, PHOENIX_API_KEY_ENV, environ) or None
 
 
 def _reserved_names(block: PhoenixExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:

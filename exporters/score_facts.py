@@ -20,6 +20,7 @@ __all__ = [
     "ENVIRONMENT_ATTRIBUTES",
     "JudgeFacts",
     "ScoreKind",
+    "clip",
     "judge_facts",
     "score_kind",
     "score_label",
@@ -32,6 +33,12 @@ BOOLEAN_LABELS: dict[str, bool] = {"pass": True, "fail": False}
 # The resource attributes a trace's deployment environment comes from, newest convention first: destinations
 # that file scores by environment (Langfuse environments, Datadog's env tag) declare them, so ingest keeps them.
 ENVIRONMENT_ATTRIBUTES: Final = ("deployment.environment.name", "deployment.environment")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` within a destination's limit on a score's explanation (``limit`` characters): cut, its last
+    character an ellipsis, when longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def span_environment(target: SpanTarget) -> str | None:

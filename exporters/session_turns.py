@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from exporters.delivery import DeliveryQueue, DeliveryRules, Wording
-from exporters.kafka_batches import ProducerBatches, stop_producer
+from exporters.kafka_batches import ProducerBatches
 from exporters.partitioner import KeyPartitioner
 from sidecar.core.observers import ServiceObserver
 
@@ -103,8 +103,4 @@ class SessionTurnPublisher:
         return await self._queue.flush(timeout_s)
 
     async def close(self, timeout_s: float = 5.0) -> None:
-        producer = self._batches.detach()
-        if producer is None:
-            return
-        await self._queue.close()
-        await stop_producer(producer, timeout_s, "session topic producer")
+        await self._batches.close(self._queue, timeout_s, "session topic producer")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from sidecar.cli import main
 from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.eval import EvalError, Progress, load_dataset, parse_threshold, render_report
 from sidecar.testing.judge_server import JudgeServer, Reply
+from tests.support.threaded_judge import ThreadedJudgeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT / "examples" / "eval-dataset.jsonl"
@@ -54,29 +53,9 @@ def _responder(body: dict[str, Any]) -> Reply:
     return heuristic_reply(body)
 
 
-class _ThreadedJudge:
-    """A JudgeServer on its own loop in a thread: the CLI under test runs its own ``asyncio.run``."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.server = JudgeServer(_responder)
-
-    def __enter__(self) -> JudgeServer:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
-        return self.server
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
 @pytest.fixture(scope="module")
 def loopback_judge() -> Iterator[JudgeServer]:
-    with _ThreadedJudge() as server:
+    with ThreadedJudgeServer(_responder) as server:
         yield server
 
 

@@ -45,6 +45,7 @@ from sidecar.scoring import create_scorer
 from sidecar.scoring.agent import AgentRunInput, assistant_message, user_message
 from sidecar.scoring.retry_after import parse_retry_after
 from sidecar.settings import ExportersSettings
+from tests.support.loopback import serve_on_loopback
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.runs import scored_run_of
 
@@ -482,11 +483,8 @@ class ScriptedDestination:
     async def start(self) -> ScriptedDestination:
         app = web.Application()
         app.router.add_post("/v1/items", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1/items"
+        self._runner, port = await serve_on_loopback(app)
+        self.url = f"http://127.0.0.1:{port}/v1/items"
         return self
 
     async def stop(self) -> None:

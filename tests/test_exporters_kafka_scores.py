@@ -374,6 +374,10 @@ async def test_lifecycle_edges(kafka_bootstrap: str) -> None:
     sink = KafkaScoreSink(kafka_bootstrap, "never-used")
     assert await sink.flush(0.1)  # nothing submitted, not started
     await sink.close()  # closing an unstarted sink is fine
+    await sink.start()
+    await sink.close(timeout_s=1.0)
+    await sink.close(timeout_s=1.0)  # and closing twice
+    assert await sink.flush(0.1)
     with pytest.raises(KafkaConnectionError):
         await KafkaScoreSink("127.0.0.1:1", "t", {"request_timeout_ms": 500}).start()
 

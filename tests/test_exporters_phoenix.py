@@ -14,6 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from exporters.phoenix import PhoenixAnnotationSink, span_annotation
+from exporters.score_facts import judge_facts
 from sidecar.core import ScoredRun, Sink
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
@@ -136,6 +137,19 @@ async def test_span_annotation_is_phoenixs_annotation_of_the_scored_span() -> No
     }
     failing = await scored(create_scorer(id="boom").generate_score(lambda ctx: 1 / 0), ("1" * 32, "2" * 16))
     assert failing.outcome == "failed" and span_annotation(failing) is None  # failures are not annotations
+
+
+async def test_a_judged_annotation_carries_the_judge_facts_every_destination_reads(judge_server: JudgeServer) -> None:
+    judge_server.reset(lambda body: Reply(content=REASON, usage={"prompt_tokens": 80, "completion_tokens": 20}))
+    run = await scored(judged_scorer(judge_server), ("1" * 32, "2" * 16))
+    body = span_annotation(run)
+    facts = judge_facts(run)
+    assert body is not None and facts is not None and body["annotator_kind"] == "LLM"
+    metadata = body["metadata"]
+    assert (metadata["judge_model"], metadata["judge_calls"]) == (facts.model, facts.calls) == ("openai/gpt-4o-mini", 1)
+    assert (metadata["judge_input_tokens"], metadata["judge_output_tokens"]) == (80, 20)
+    assert metadata.get("judge_estimated_cost_usd") == facts.estimated_cost_usd
+    assert metadata.get("judge_cost_usd") == facts.cost_usd  # absent when the judge reported no cost
 
 
 async def test_the_sink_implements_the_protocol(make_sink: SinkFactory) -> None:

@@ -242,6 +242,29 @@ def test_expected_steps_from_a_trajectory_drop_run_only_fields() -> None:
         TrajectoryAccuracyOptions.model_validate({"expectedTrajectory": "search"})
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        ["search", "format"],
+        ("search", "format"),
+        [{"name": "search"}, {"name": "format"}],
+        {"steps": [{"stepType": "tool_call", "name": "search"}, {"stepType": "tool_call", "name": "format"}]},
+    ],
+)
+def test_the_code_and_llm_kinds_read_an_expected_trajectory_alike(written: Any) -> None:
+    from sidecar.scorers.tool_use.trajectory_accuracy import TrajectoryAccuracyOptions
+    from sidecar.scorers.tool_use.trajectory_llm import TrajectoryLLMOptions
+
+    code = TrajectoryAccuracyOptions.model_validate({"expectedTrajectory": written}).expected_trajectory
+    llm = TrajectoryLLMOptions.model_validate({"expectedTrajectory": written}).expected_trajectory
+    assert code == llm and code is not None and [step.name for step in code] == ["search", "format"]
+    for options in (TrajectoryAccuracyOptions, TrajectoryLLMOptions):
+        assert options.model_validate({"expectedTrajectory": None}).expected_trajectory is None
+        for refused in ("search", {"name": "search"}, 3):
+            with pytest.raises(ValueError, match="expected a list of steps, or a trajectory"):
+                options.model_validate({"expectedTrajectory": refused})
+
+
 # -- the other comparisons of Mastra's utils ---------------------------------------------------------
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -14,7 +13,7 @@ from exporters.datadog.mapping import Threshold, evaluation_label
 from exporters.datadog.sink import DD_API_KEY_ENV, DROP_REASONS, DatadogEvaluationSink
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
 from exporters.score_facts import ENVIRONMENT_ATTRIBUTES
-from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
+from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
 
 __all__ = ["DatadogExporterSettings", "DatadogThreshold", "build_datadog_sink"]
 
@@ -72,9 +71,7 @@ class DatadogExporterSettings(FrozenConfig):
 
     def api_key_value(self, environ: Mapping[str, str] | None = None) -> str:
         """The key in clear (the setting, else ``DD_API_KEY``), for the exporter. Never log it."""
-        env = os.environ if environ is None else environ
-        key = self.api_key.get_secret_value() if self.api_key is not None else env.get(DD_API_KEY_ENV, "")
-        return key.strip()  # a key mounted from a file usually ends with a line break, which no header may hold
+        return secret_value(self.api_key, DD_API_KEY_ENV, environ)
 
 
 def _scorers(block: DatadogExporterSettings, view: SettingsView) -> Iterable[InitErrorDetails]:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from exporters.score_facts import BOOLEAN_LABELS, judge_facts, score_kind, score_label, span_environment
+from exporters.score_facts import BOOLEAN_LABELS, clip, judge_facts, score_kind, score_label, span_environment
 from sidecar import __version__
 from sidecar.core import ScoredRun
 
@@ -88,10 +88,6 @@ def datadog_tag(key: str, value: str) -> str:
     return f"{key}:{_NOT_TAG.sub('_', value.lower())}"[:MAX_TAG_CHARS]
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_REASONING_CHARS else text[: MAX_REASONING_CHARS - 1] + "…"
-
-
 def datadog_evaluation(
     run: ScoredRun, *, ml_app: str | None = None, thresholds: Mapping[str, Threshold] | None = None
 ) -> DatadogEvaluation | None:
@@ -123,7 +119,7 @@ def datadog_evaluation(
     if assessment is not None:
         metric["assessment"] = assessment
     if result.reason:
-        metric["reasoning"] = _clip(result.reason)
+        metric["reasoning"] = clip(result.reason, MAX_REASONING_CHARS)
     tags = [
         "source:otel",  # the evaluation is about a span Datadog received over OTLP
         datadog_tag("scorer_id", run.scorer_id),

@@ -17,28 +17,25 @@ evaluations of the same label on the span, told apart by their ``score_id`` tag 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from exporters.datadog.mapping import DatadogEvaluation, Threshold, datadog_evaluation, payload
 from exporters.delivery import (
-    DeadLetter,
     DeliveryRules,
     Entry,
-    HttpAnswer,
     HttpBatchSink,
     Outcome,
     SetAsideLetter,
     Settle,
     StatusClassifier,
-    Verdict,
     Wording,
     is_checkpointed,
+    json_letters,
     no_dead_letters,
-    rejected,
+    rejected_in_their_words,
 )
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver
@@ -50,7 +47,6 @@ log = logging.getLogger("exporters.datadog")
 EVAL_METRIC_PATH: Final = "/api/intake/llm-obs/v2/eval-metric"
 DD_API_KEY_ENV: Final = "DD_API_KEY"
 DROP_REASONS: Final = ("rejected",)
-_WORDS: Final = 300
 
 
 class SentScores:
@@ -79,25 +75,20 @@ def _describe(evaluation: DatadogEvaluation) -> str:
     return f"Datadog evaluation {evaluation.score_id} on trace {evaluation.trace_id}"
 
 
-def _words(answer: HttpAnswer) -> str:
-    """Datadog's ``{"errors": [...]}`` (strings or ``{title, detail}``), else the body's text."""
-    try:
-        errors = json.loads(answer.text).get("errors")
-    except (ValueError, AttributeError):
-        errors = None
+def _metric(evaluation: DatadogEvaluation) -> dict[str, Any]:
+    return evaluation.metric
+
+
+def _errors(body: Any) -> str | None:
+    """Datadog's ``{"errors": [...]}`` in an answer (strings or ``{title, detail}``)."""
+    errors = body.get("errors") if isinstance(body, dict) else None
     if not errors:
-        return answer.text.strip()[:_WORDS]
+        return None
     parts = [
         " ".join(str(e.get(k)) for k in ("title", "detail") if e.get(k)) if isinstance(e, dict) else str(e)
         for e in errors
     ]
-    return "; ".join(parts)[:_WORDS]
-
-
-def _refused_with_words(answer: HttpAnswer, evaluations: Sequence[DatadogEvaluation]) -> Verdict | None:
-    if answer.status in (400, 413, 422):
-        return rejected(f"HTTP {answer.status}: {_words(answer)}")
-    return None
+    return "; ".join(parts)
 
 
 class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
@@ -132,7 +123,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
         self._on_their_way: set[str] = set()
         self.already_sent = 0
         url = self.base_url + EVAL_METRIC_PATH
-        self._set_aside_letter = set_aside
+        self._letters = json_letters("datadog", set_aside, _metric)
         super().__init__(
             "datadog",
             url,
@@ -148,7 +139,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
                     f"no Datadog evaluation intake at {url} (HTTP {answer.status}): check exporters.datadog.site "
                     "and base_url"
                 ),
-                hooks=(_refused_with_words,),
+                hooks=(rejected_in_their_words(_errors),),
             ),
             describe=_describe,
             rules=DeliveryRules(
@@ -170,10 +161,6 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
 
     def __repr__(self) -> str:  # never the key
         return f"DatadogEvaluationSink(base_url={self.base_url!r})"
-
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
 
     def _evaluation(self, run: ScoredRun) -> DatadogEvaluation | None:
         score_id = run.score_id
@@ -209,9 +196,7 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
 
     def _dropped(self, evaluation: DatadogEvaluation, reason: str, detail: str) -> None:
         self._written(evaluation.score_id)  # refused for good: written to the dead letters instead, once
-        payload_bytes = json.dumps(evaluation.metric).encode()
-        letter = DeadLetter("datadog", evaluation.score_id, evaluation.key, payload_bytes)
-        self._set_aside_letter(letter, reason, detail)
+        self._letters(evaluation, reason, detail)
 
     async def close(self, timeout_s: float = 5.0) -> None:
         await super().close(timeout_s)

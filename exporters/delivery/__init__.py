@@ -10,8 +10,23 @@
   dead-letter topic: ``exporters.dead_letters``).
 """
 
-from exporters.delivery.http import HttpAnswer, HttpBatchSink, Refused, StatusClassifier, Verdict
-from exporters.delivery.letters import DeadLetter, SetAsideLetter, checkpointed, is_checkpointed, no_dead_letters
+from exporters.delivery.http import (
+    HttpAnswer,
+    HttpBatchSink,
+    Refused,
+    StatusClassifier,
+    Verdict,
+    rejected_in_their_words,
+)
+from exporters.delivery.letters import (
+    DeadLetter,
+    Lettered,
+    SetAsideLetter,
+    checkpointed,
+    is_checkpointed,
+    json_letters,
+    no_dead_letters,
+)
 from exporters.delivery.outcome import (
     CONFIRMED,
     DISCARDED,
@@ -35,6 +50,7 @@ __all__ = [
     "Entry",
     "HttpAnswer",
     "HttpBatchSink",
+    "Lettered",
     "Outcome",
     "Refused",
     "RejectedRule",
@@ -49,7 +65,9 @@ __all__ = [
     "checkpointed",
     "failed",
     "is_checkpointed",
+    "json_letters",
     "no_dead_letters",
     "rejected",
+    "rejected_in_their_words",
     "wait",
 ]

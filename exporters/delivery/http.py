@@ -28,6 +28,7 @@ Headers (credentials) are sent as given and never logged; ``repr`` names the URL
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver
 from sidecar.scoring.retry_after import parse_retry_after
 
-__all__ = ["HttpAnswer", "HttpBatchSink", "Refused", "StatusClassifier", "Verdict"]
+__all__ = ["HttpAnswer", "HttpBatchSink", "Refused", "StatusClassifier", "Verdict", "rejected_in_their_words"]
 
 V = TypeVar("V")
 
@@ -69,6 +70,24 @@ class Refused:
 
 Verdict = Outcome | Refused
 Hook = Callable[[HttpAnswer, Sequence[V]], Verdict | None]
+
+
+def rejected_in_their_words(read: Callable[[Any], str | None]) -> Hook[Any]:
+    """A hook rejecting a 400, 413 or 422 in the destination's own words: ``read`` of the answer's JSON body
+    (its message, its list of errors; None when it says nothing), else the body's text, at most 300
+    characters, rather than the raw body."""
+
+    def hook(answer: HttpAnswer, values: Sequence[Any]) -> Verdict | None:
+        if answer.status not in (400, 413, 422):
+            return None
+        try:
+            said = read(json.loads(answer.text))
+        except ValueError:
+            said = None
+        words = said if said is not None else answer.text.strip()
+        return rejected(f"HTTP {answer.status}: {words[:_DETAIL_CHARS]}")
+
+    return hook
 
 
 @dataclass(frozen=True)
@@ -162,6 +181,11 @@ class HttpBatchSink(Generic[V]):
     @property
     def outstanding(self) -> int:
         return self._queue.outstanding
+
+    @property
+    def stored(self) -> int:
+        """Items the destination confirmed."""
+        return self._queue.confirmed
 
     @property
     def problem(self) -> str | None:

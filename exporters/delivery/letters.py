@@ -12,14 +12,36 @@ default :func:`no_dead_letters`, a plain callable) keeps nothing durable: the dr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
-__all__ = ["DeadLetter", "SetAsideLetter", "checkpointed", "is_checkpointed", "no_dead_letters"]
+__all__ = [
+    "DeadLetter",
+    "Lettered",
+    "SetAsideLetter",
+    "checkpointed",
+    "is_checkpointed",
+    "json_letters",
+    "no_dead_letters",
+]
 
 _CHECKPOINTED: Final = "_set_aside_checkpointed"
 F = TypeVar("F", bound=Callable[..., None])
+
+
+class Lettered(Protocol):
+    """An item a sink may set aside: the score it carries and the key of the score's record."""
+
+    @property
+    def score_id(self) -> str: ...
+
+    @property
+    def key(self) -> bytes: ...
+
+
+ItemT = TypeVar("ItemT", bound=Lettered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +54,18 @@ class DeadLetter:
 
 # What a sink calls for each dropped item: (letter, reason, the destination's words). Never raises, never waits.
 SetAsideLetter = Callable[[DeadLetter, str, str], None]
+
+
+def json_letters(
+    exporter: str, set_aside: SetAsideLetter, body: Callable[[ItemT], Any]
+) -> Callable[[ItemT, str, str], None]:
+    """What a sink posting JSON hands its delivery queue to set dropped items aside: each item as a letter of
+    ``exporter`` whose payload is ``body(item)`` as JSON (what was posted), handed to ``set_aside``."""
+
+    def letter(item: ItemT, reason: str, detail: str) -> None:
+        set_aside(DeadLetter(exporter, item.score_id, item.key, json.dumps(body(item)).encode()), reason, detail)
+
+    return letter
 
 
 def no_dead_letters(letter: DeadLetter, reason: str, detail: str) -> None:

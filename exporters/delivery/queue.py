@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +40,7 @@ from typing import Generic, Protocol, TypeVar
 
 from exporters.delivery.outcome import DeliveryRules, Outcome, Wording
 from sidecar.core.observers import ServiceObserver
+from sidecar.scoring.backoff import equal_jitter
 
 __all__ = ["DeliveryQueue", "Entry", "SetAside", "Settle", "Transport"]
 
@@ -464,9 +464,7 @@ class DeliveryQueue(Generic[V]):
             self._wake.set()
 
     def _backoff(self, failures: int, cap: float) -> float:
-        # Equal jitter: at least half the ceiling, so that sinks retrying together spread out.
-        ceiling = min(cap, self.rules.backoff_base_s * 2 ** min(max(failures - 1, 0), 30))
-        return float(ceiling / 2 + random.random() * ceiling / 2)
+        return equal_jitter(failures - 1, self.rules.backoff_base_s, cap)
 
     def _failed(self, entries: Sequence[Entry[V]], outcome: Outcome) -> None:
         rules = self.rules

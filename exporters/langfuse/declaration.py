@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Mapping
 
@@ -13,7 +12,7 @@ from pydantic_core import InitErrorDetails
 from exporters.langfuse.mapping import ENVIRONMENT_ATTRIBUTES, environment_problem
 from exporters.langfuse.sink import DROP_REASONS, LANGFUSE_PUBLIC_KEY_ENV, LANGFUSE_SECRET_KEY_ENV, LangfuseScoreSink
 from exporters.registry import ExporterContext, exporter_kind
-from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
+from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems, secret_value
 
 __all__ = ["LangfuseExporterSettings", "build_langfuse_sink"]
 
@@ -54,11 +53,10 @@ class LangfuseExporterSettings(FrozenConfig):
 
     def keys(self, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
         """The key pair in clear (each setting, else its environment variable), for the exporter. Never log it."""
-        env = os.environ if environ is None else environ
-        public = self.public_key.get_secret_value() if self.public_key else env.get(LANGFUSE_PUBLIC_KEY_ENV, "")
-        secret = self.secret_key.get_secret_value() if self.secret_key else env.get(LANGFUSE_SECRET_KEY_ENV, "")
-        # A key mounted from a file usually ends with a line break, which no HTTP header may hold.
-        return public.strip(), secret.strip()
+        return (
+            secret_value(self.public_key, LANGFUSE_PUBLIC_KEY_ENV, environ),
+            secret_value(self.secret_key, LANGFUSE_SECRET_KEY_ENV, environ),
+        )
 
 
 def _environment_attributes(block: LangfuseExporterSettings) -> tuple[str, ...]:

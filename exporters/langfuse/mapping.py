@@ -27,6 +27,7 @@ from typing import Any, Final
 from exporters.score_facts import (
     BOOLEAN_LABELS,
     ENVIRONMENT_ATTRIBUTES,
+    clip,
     judge_facts,
     score_kind,
     score_label,
@@ -87,10 +88,6 @@ def score_timestamp(run: ScoredRun) -> int:
     return run.request.target.end_time_unix_nano or run.finished_unix_nano
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_COMMENT_CHARS else text[: MAX_COMMENT_CHARS - 1] + "…"
-
-
 def _metadata(run: ScoredRun, score: float, label: str | None) -> dict[str, Any]:
     result = run.result
     metadata: dict[str, Any] = {
@@ -148,7 +145,7 @@ def langfuse_score(run: ScoredRun, fallback_environment: str | None = None) -> L
         "metadata": _metadata(run, score, label),
     }
     if result.reason:
-        body["comment"] = _clip(result.reason)
+        body["comment"] = clip(result.reason, MAX_COMMENT_CHARS)
     environment = span_environment(target)
     unusable = None
     if environment is not None and environment_problem(environment) is not None:

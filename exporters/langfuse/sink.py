@@ -27,7 +27,6 @@ from typing import Any, Final
 
 from exporters.delivery import (
     CONFIRMED,
-    DeadLetter,
     DeliveryRules,
     Entry,
     HttpAnswer,
@@ -39,8 +38,10 @@ from exporters.delivery import (
     Verdict,
     Wording,
     is_checkpointed,
+    json_letters,
     no_dead_letters,
     rejected,
+    rejected_in_their_words,
 )
 from exporters.langfuse.mapping import LangfuseScore, langfuse_score
 from sidecar.core import ScoredRun
@@ -65,16 +66,12 @@ def _payload(scores: list[LangfuseScore]) -> list[dict[str, Any]]:
     return [score.body for score in scores]
 
 
-def _words(answer: HttpAnswer) -> str:
-    """Langfuse's message (``{"message": ..., "error": ...}``), else the body's text."""
-    try:
-        body = json.loads(answer.text)
-    except ValueError:
-        return answer.text.strip()[:_WORDS]
+def _message(body: Any) -> str | None:
+    """Langfuse's message in an answer (``{"message": ..., "error": ...}``)."""
     if isinstance(body, dict) and body.get("message"):
         error = body.get("error")
-        return f"{body['message']}{f': {json.dumps(error)}' if error else ''}"[:_WORDS]
-    return answer.text.strip()[:_WORDS]
+        return f"{body['message']}{f': {json.dumps(error)}' if error else ''}"
+    return None
 
 
 def _partial_batch(answer: HttpAnswer, scores: Sequence[LangfuseScore]) -> Verdict | None:
@@ -90,13 +87,6 @@ def _partial_batch(answer: HttpAnswer, scores: Sequence[LangfuseScore]) -> Verdi
         return CONFIRMED
     messages = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
     return rejected(f"HTTP 207: Langfuse refused {refused} of {len(scores)}: {messages}"[:_WORDS])
-
-
-def _refused_with_words(answer: HttpAnswer, scores: Sequence[LangfuseScore]) -> Verdict | None:
-    """A 400/413/422 in Langfuse's own words (its JSON message), rejected as any other sink's would be."""
-    if answer.status in (400, 413, 422):
-        return rejected(f"HTTP {answer.status}: {_words(answer)}")
-    return None
 
 
 class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
@@ -143,7 +133,7 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
                 no_api=lambda answer: (
                     f"no Langfuse public API at {url} (HTTP {answer.status}): check exporters.langfuse.base_url"
                 ),
-                hooks=(_partial_batch, _refused_with_words),
+                hooks=(_partial_batch, rejected_in_their_words(_message)),
             ),
             describe=_describe,
             rules=DeliveryRules(
@@ -159,16 +149,12 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
             headers={"Authorization": f"Basic {credentials}"},
             timeout_s=timeout_s,
             observer=observer,
-            set_aside=lambda score, reason, detail: set_aside(_letter(score), reason, detail),
+            set_aside=json_letters("langfuse", set_aside, lambda score: score.body),
             set_aside_checkpointed=is_checkpointed(set_aside),
         )
 
     def __repr__(self) -> str:  # never the keys
         return f"LangfuseScoreSink(base_url={self.base_url!r})"
-
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
 
     def _score(self, run: ScoredRun) -> LangfuseScore | None:
         score = langfuse_score(run, self.environment)
@@ -229,7 +215,3 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
                 if i + 1 < len(batch):
                     settle(batch[i + 1 :], outcome)
                 return
-
-
-def _letter(score: LangfuseScore) -> DeadLetter:
-    return DeadLetter("langfuse", score.score_id, score.key, json.dumps(score.body).encode())

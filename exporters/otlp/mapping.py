@@ -52,6 +52,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
+from exporters.score_facts import clip
 from sidecar.core import ScoredRun, names
 from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord, StepName
 
@@ -182,10 +183,6 @@ _USD: Final = "USD"
 # --- What a run becomes ----------------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int = MAX_EXPLANATION_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def evaluation_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
     """Attributes of the ``gen_ai.evaluation.result`` event (span event and log record)."""
     attrs: dict[str, AttributeValue] = {GEN_AI_EVALUATION_NAME: run.scorer_name}
@@ -195,9 +192,9 @@ def evaluation_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
         if result.label:
             attrs[GEN_AI_EVALUATION_SCORE_LABEL] = result.label
         if result.reason:
-            attrs[GEN_AI_EVALUATION_EXPLANATION] = _clip(result.reason)
+            attrs[GEN_AI_EVALUATION_EXPLANATION] = clip(result.reason, MAX_EXPLANATION_CHARS)
     elif run.outcome == "not_scorable" and result is not None and result.not_scorable is not None:
-        attrs[GEN_AI_EVALUATION_EXPLANATION] = _clip(result.not_scorable.reason)
+        attrs[GEN_AI_EVALUATION_EXPLANATION] = clip(result.not_scorable.reason, MAX_EXPLANATION_CHARS)
     elif run.outcome == "failed":
         attrs[ERROR_TYPE] = _error_type(run)
     attrs[SCORE_ID] = run.score_id
@@ -256,7 +253,7 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
             attrs[GEN_AI_EVALUATION_SCORE_LABEL] = result.label
     elif run.outcome == "not_scorable" and result is not None and result.not_scorable is not None:
         attrs[NOT_SCORABLE_STEP] = result.not_scorable.step
-        attrs[NOT_SCORABLE_REASON] = _clip(result.not_scorable.reason)
+        attrs[NOT_SCORABLE_REASON] = clip(result.not_scorable.reason, MAX_EXPLANATION_CHARS)
     elif run.outcome == "failed":
         attrs[ERROR_TYPE] = _error_type(run)
         if run.error is not None:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from exporters.http_server import MetricsServer
@@ -41,10 +40,11 @@ from sidecar.backfill.progress import WindowProgress
 from sidecar.backfill.sample import read_sample
 from sidecar.backfill.tally import BackfillTally
 from sidecar.backfill.window import Window, WindowError, backfill_group_id
+from sidecar.runtime.clients import start_assigned_consumer
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.signals import stop_on_signals
 from sidecar.runtime.sources import AssignedPartitions, PartitionRange
-from sidecar.runtime.startup import EXIT_INVALID, EXIT_UNREACHABLE, StartupFailure, listen_failure
+from sidecar.runtime.startup import EXIT_INVALID, StartupFailure, listen_failure
 from sidecar.settings import Settings
 
 __all__ = ["SCORE_SOURCE", "BackfillOptions", "run_backfill"]
@@ -258,28 +258,13 @@ def _left(plan: WindowPlan, committed: dict[TopicPartition, int]) -> int:
 
 async def _start_consumer(settings: Settings, *, group_id: str | None) -> AIOKafkaConsumer:
     kafka = settings.kafka
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers_str,
+    return await start_assigned_consumer(
+        kafka.bootstrap_servers_str,
+        kafka.consumer_options(),
+        timeout_s=kafka.startup_timeout_s,
+        purpose="the backfill",
         group_id=group_id,
-        **{**kafka.consumer_options(), "enable_auto_commit": False},
     )
-    try:
-        await consumer.start()
-    except KafkaConnectionError as exc:
-        await consumer.stop()
-        raise StartupFailure(
-            f"the Kafka broker at {kafka.bootstrap_servers_str} is not reachable ({exc}): check "
-            "kafka.bootstrap_servers and that the broker is up and reachable from here",
-            EXIT_UNREACHABLE,
-        ) from None
-    except KafkaError as exc:
-        await consumer.stop()
-        raise StartupFailure(
-            f"the Kafka broker at {kafka.bootstrap_servers_str} refused the backfill ({type(exc).__name__}: {exc}): "
-            "check kafka.security and kafka.bootstrap_servers",
-            EXIT_UNREACHABLE,
-        ) from None
-    return consumer
 
 
 async def _committed(settings: Settings, group: str, plan: WindowPlan) -> dict[TopicPartition, int]:

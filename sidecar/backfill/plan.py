@@ -6,8 +6,8 @@ broker's time index, checked against what the topic still retains.
 - **End** (exclusive): ``offsets_for_times(--to)``; none, or ``--to`` now → the partition's end found here, so a
   backfill to "now" stops at what existed when it started.
 - **The partition's end** is read from the high watermark of a fetch of its last batch, not from
-  ``end_offsets()`` alone: the test broker (Tansu) answers ``end_offsets()`` with the last batch's first offset
-  + 1, short of the end whenever that batch holds several records (docs/backfill.md).
+  ``end_offsets()`` alone, which the test broker (Tansu) answers short of the end (``sidecar.runtime.tansu``,
+  docs/backfill.md).
 - **Retention**: records before ``beginning_offsets()`` are deleted. When some were and the oldest record left
   was written after ``--from``, the deleted ones may have been in the window: the plan refuses it (exit 2),
   naming what was deleted and the earliest ``--from`` that scores only what remains.
@@ -23,22 +23,20 @@ written strictly after the time asked).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.backfill.window import Window, utc_text
-from sidecar.runtime.sources import PartitionRange
+from sidecar.runtime.sources import PartitionRange, topic_partitions
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
+from sidecar.runtime.tansu import read_log_ends, time_index_answer
 
 __all__ = ["PartitionWindow", "WindowPlan", "plan_window"]
 
 log = logging.getLogger(__name__)
 
-# How long the fetches that read each partition's end may take before the broker's end_offsets() answer is used.
-_END_FETCH_S = 10.0
 _LISTED = 4  # partitions named in one line; more are counted
 
 
@@ -84,19 +82,16 @@ async def plan_window(
 ) -> WindowPlan:
     """The window's offsets in every partition of ``topics``, with ``consumer`` (no group: it is assigned and
     seeks). Raises :class:`StartupFailure` (exit 2) for a topic that does not exist or a window past retention."""
-    await consumer.topics()  # the cluster's metadata: partitions_for_topic answers only from what was fetched
-    partitions: list[TopicPartition] = []
+    partitions = topic_partitions(consumer, topics)
     for topic in topics:
-        numbers = consumer.partitions_for_topic(topic)
-        if not numbers:
+        if not any(tp.topic == topic for tp in partitions):
             raise StartupFailure(
                 f"topic {topic} does not exist on the Kafka broker at {bootstrap}: check kafka.topics in the "
                 "configuration, and that this is the broker the live service reads (nothing was created)",
                 EXIT_INVALID,
             )
-        partitions.extend(TopicPartition(topic, n) for n in sorted(numbers))
     earliest: dict[TopicPartition, int] = await consumer.beginning_offsets(partitions)
-    ends = await _log_ends(consumer, partitions, earliest)
+    ends = await read_log_ends(consumer, partitions, earliest)
     oldest = await _oldest_kept(consumer, partitions, earliest, ends)
     for topic in topics:
         _refuse_past_retention(
@@ -124,43 +119,13 @@ async def plan_window(
 async def _offsets_at(
     consumer: AIOKafkaConsumer, partitions: Sequence[TopicPartition], unix_ms: int, ends: Mapping[TopicPartition, int]
 ) -> dict[TopicPartition, int]:
-    """The first offset written at or after ``unix_ms`` per partition; the partition's end when there is none.
-    Kafka answers "none" with no offset; Tansu with offset 0 and timestamp -1."""
+    """The first offset written at or after ``unix_ms`` per partition; the partition's end when there is none."""
     found = await consumer.offsets_for_times(dict.fromkeys(partitions, unix_ms))
     offsets = {}
     for tp in partitions:
-        answer = found.get(tp)
-        offsets[tp] = answer.offset if answer is not None and answer.timestamp >= 0 else ends[tp]
+        answer = time_index_answer(found.get(tp))
+        offsets[tp] = answer.offset if answer is not None else ends[tp]
     return offsets
-
-
-async def _log_ends(
-    consumer: AIOKafkaConsumer, partitions: Sequence[TopicPartition], earliest: Mapping[TopicPartition, int]
-) -> dict[TopicPartition, int]:
-    """Each partition's end offset: the high watermark a fetch of its last batch reports (see the module)."""
-    hints: dict[TopicPartition, int] = await consumer.end_offsets(partitions)
-    ends = dict(hints)
-    pending = {tp for tp in partitions if hints[tp] > earliest[tp]}
-    if not pending:
-        return ends
-    consumer.assign(sorted(pending, key=lambda tp: (tp.topic, tp.partition)))
-    for tp in pending:
-        consumer.seek(tp, hints[tp] - 1)
-    deadline = time.monotonic() + _END_FETCH_S
-    while pending and time.monotonic() < deadline:
-        await consumer.getmany(*pending, timeout_ms=200, max_records=1)
-        for tp in list(pending):
-            highwater = consumer.highwater(tp)
-            if highwater is not None:
-                ends[tp] = max(hints[tp], highwater)
-                pending.discard(tp)
-    if pending:
-        log.warning(
-            "the end of partitions %s could not be read from a fetch within %.0f s: using the broker's end offsets",
-            ", ".join(str(tp.partition) for tp in sorted(pending, key=lambda tp: tp.partition)),
-            _END_FETCH_S,
-        )
-    return ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +146,8 @@ async def _oldest_kept(
     found = await consumer.offsets_for_times(dict.fromkeys(partitions, 0))
     oldest: dict[TopicPartition, int | None] = {}
     for tp in partitions:
-        answer = found.get(tp)
-        held = answer is not None and answer.timestamp >= 0 and ends[tp] > earliest[tp]
-        oldest[tp] = answer.timestamp if held and answer is not None else None
+        answer = time_index_answer(found.get(tp))
+        oldest[tp] = answer.timestamp if answer is not None and ends[tp] > earliest[tp] else None
     return oldest
 
 

@@ -4,13 +4,14 @@ key path so that the loader can add the YAML line (``sidecar.settings``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["FrozenConfig", "config_problem", "empty_is_unset", "raise_problems"]
+__all__ = ["FrozenConfig", "config_problem", "empty_is_unset", "raise_problems", "secret_value"]
 
 
 class FrozenConfig(BaseModel):
@@ -38,3 +39,12 @@ def _raise(model: type[BaseModel], problems: Sequence[InitErrorDetails]) -> NoRe
 def empty_is_unset(value: Any) -> Any:
     """An empty string on an optional key means "not set", so that ``${VAR:-}`` can switch a feature off."""
     return None if isinstance(value, str) and not value.strip() else value
+
+
+def secret_value(setting: SecretStr | None, env_var: str, environ: Mapping[str, str] | None = None) -> str:
+    """A secret in clear: the setting when it is set, else the environment variable ``env_var`` (``""`` when
+    neither is). Surrounding whitespace is dropped: a key mounted from a file (a Kubernetes secret read into
+    the variable) usually ends with a line break, which no HTTP header may hold. Never log what it returns."""
+    env = os.environ if environ is None else environ
+    value = setting.get_secret_value() if setting is not None else env.get(env_var, "")
+    return value.strip()

@@ -44,12 +44,16 @@ __all__ = [
     "DemoOptions",
     "demo_config",
     "demo_settings",
+    "records_on",
     "run_demo",
     "run_serve",
     "serve_config_yaml",
     "stand_in_judge_config",
     "wants_real_judge",
 ]
+
+# The demo's own consumer (its count of score records) starts on the embedded broker, which is up by then.
+_BROKER_START_S = 30.0
 
 
 def _free_port(host: str) -> int:
@@ -310,20 +314,23 @@ async def _embedded(
             loop.remove_signal_handler(sig)
 
 
-async def _score_records(consumer: Any) -> int:
-    """Score records on the scores topic so far: the sum of its partitions' end offsets."""
-    from aiokafka import TopicPartition
+async def records_on(consumer: Any, topic: str) -> int:
+    """The records ``topic`` holds now (the score records, for ``demo --serve``): each partition's end, read as
+    Tansu needs it (``end_offsets()`` alone falls short of it), less its first offset. ``consumer`` has no group."""
+    from sidecar.runtime.sources import topic_partitions
+    from sidecar.runtime.tansu import read_log_ends
 
-    partitions = consumer.partitions_for_topic(SCORES_TOPIC) or set()
-    ends = await consumer.end_offsets([TopicPartition(SCORES_TOPIC, p) for p in sorted(partitions)])
-    return int(sum(ends.values()))
+    partitions = topic_partitions(consumer, [topic])
+    starts = await consumer.beginning_offsets(partitions) if partitions else {}
+    ends = await read_log_ends(consumer, partitions, starts)
+    return sum(ends[tp] - starts[tp] for tp in partitions)
 
 
 async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | None = None) -> int:
     """``demo --serve``: the embedded broker, the stand-in judge (unless a real one is asked for) and the
     synthetic traffic, without the in-process service, so ``scoring-sidecar run`` can be tried against them
     from another terminal with the configuration written to ``config_path``. 0 on a clean stop."""
-    from aiokafka import AIOKafkaConsumer
+    from sidecar.runtime.clients import start_assigned_consumer
 
     out = out or sys.stdout
     stop = asyncio.Event()
@@ -349,8 +356,9 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
             flush=True,
         )
         producer = _start_traffic(options, broker.bootstrap_servers, stop, counter, out)
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
-        await consumer.start()
+        consumer = await start_assigned_consumer(
+            broker.bootstrap_servers, {}, timeout_s=_BROKER_START_S, purpose="the demo's count of score records"
+        )
         started = time.monotonic()
         try:
             while not stop.is_set():
@@ -358,7 +366,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
                     await asyncio.wait_for(stop.wait(), options.interval_s)
                 if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                     stop.set()
-                scores = await _score_records(consumer)
+                scores = await records_on(consumer, SCORES_TOPIC)
                 waiting = "" if scores else f" (none yet: is `{runnable_command()} run` running with the config above?)"
                 print(
                     f"{time.monotonic() - started:.0f}s: {counter[0]} traces produced, {scores} score records on "

@@ -5,22 +5,25 @@ attributes it reads; whole traces and conversations from what the records hold."
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from sidecar.core import ScorerRunRequest
 from sidecar.eval.dataset import DatasetError, load_dataset
 from sidecar.eval.records import read_record_file
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.attempt import request_context_of
+from sidecar.runtime.clients import start_assigned_consumer
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.sources import topic_partitions
 from sidecar.runtime.stages import facts_of, offline_records, offline_runs
+from sidecar.runtime.startup import StartupFailure
+from sidecar.runtime.tansu import read_log_ends
 from sidecar.settings import EvalSettings, Settings
 
 __all__ = ["PreviewRun", "PreviewSourceError", "RecordsRead", "runs_from_dataset", "runs_from_file", "runs_from_topic"]
@@ -89,20 +92,15 @@ async def runs_from_topic(
         raise PreviewSourceError("--from-topic needs a kafka section in the configuration (or use --file, --dataset)")
     config = _ingest(settings, configured, keep_resource)
     window = min(_MAX_WINDOW, max(_MIN_WINDOW, _RECORDS_PER_RUN * n))
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka.bootstrap_servers_str,
-        group_id=None,
-        enable_auto_commit=False,
-        client_id=f"{kafka.client_id}-preview",
-        **kafka.security.client_options(),
-    )
     try:
-        await asyncio.wait_for(consumer.start(), kafka.startup_timeout_s)
-    except Exception as exc:  # refused, unknown host, timeout: one line, not a traceback
-        await consumer.stop()
-        raise PreviewSourceError(
-            f"cannot reach the Kafka broker at {kafka.bootstrap_servers_str}: {type(exc).__name__}: {exc}"
-        ) from None
+        consumer = await start_assigned_consumer(
+            kafka.bootstrap_servers_str,
+            {"client_id": f"{kafka.client_id}-preview", **kafka.security.client_options()},
+            timeout_s=kafka.startup_timeout_s,
+            purpose="preview",
+        )
+    except StartupFailure as exc:  # refused, unknown host, timeout: one line, not a traceback
+        raise PreviewSourceError(str(exc)) from None
     try:
         records = await _read_tails(consumer, kafka.topics, window)
     finally:
@@ -111,20 +109,13 @@ async def runs_from_topic(
 
 
 async def _read_tails(consumer: AIOKafkaConsumer, topics: Iterable[str], window: int) -> list[tuple[bytes, str]]:
-    await consumer.topics()  # the cluster's metadata, so that every partition of the topics is known
-    partitions = [
-        TopicPartition(topic, partition)
-        for topic in topics
-        for partition in sorted(consumer.partitions_for_topic(topic) or ())
-    ]
+    partitions = topic_partitions(consumer, topics)
     if not partitions:
         raise PreviewSourceError(f"no such topic on the broker: {', '.join(topics)}")
-    consumer.assign(partitions)
-    # Where each partition's tail starts. A broker may report an end below the last record (Tansu reports the
-    # last batch's first offset): the tail then starts earlier, and reading stops at the high watermark its
-    # fetches report, not at that end.
-    ends = await consumer.end_offsets(partitions)
+    # Where each partition's tail starts: ``window`` records before its end, the end read as Tansu needs it.
     starts = await consumer.beginning_offsets(partitions)
+    ends = await read_log_ends(consumer, partitions, starts)
+    consumer.assign(partitions)
     for tp in partitions:
         consumer.seek(tp, max(starts[tp], ends[tp] - window))
     waiting = set(partitions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
 from sidecar.runtime.stopping import cancel_and_wait
 
-__all__ = ["BrokerClients", "ClientOptions", "start_clients"]
+__all__ = ["BrokerClients", "ClientOptions", "start_assigned_consumer", "start_clients"]
 
 log = logging.getLogger(__name__)
 
@@ -125,3 +125,39 @@ async def _start_attempt(
             await asyncio.wait_for(dead_letters.stop(), 5.0)
         raise
     return BrokerClients(consumer, dead_letters)
+
+
+async def start_assigned_consumer(
+    bootstrap_servers: str,
+    options: Mapping[str, Any],
+    *,
+    timeout_s: float,
+    purpose: str,
+    group_id: str | None = None,
+) -> AIOKafkaConsumer:
+    """A started consumer that is assigned partitions instead of subscribing, for a command that reads a topic
+    on its own (a backfill's plan, ``preview``, the demo's count): it joins no group (with ``group_id``, it
+    only reads what that group committed) and commits nothing. ``options``: the client id and the security
+    settings, and any tuning. One try, within ``timeout_s``: a broker that cannot be reached or refuses ends
+    in :class:`StartupFailure` (exit 4), its one line naming ``purpose`` (``"the backfill"``)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=group_id, **{**options, "enable_auto_commit": False}
+    )
+    try:
+        await asyncio.wait_for(consumer.start(), timeout_s)
+    except (KafkaConnectionError, OSError, TimeoutError) as exc:
+        await consumer.stop()
+        detail = f"{exc}" if str(exc) else f"no answer within {timeout_s:g} s"
+        raise StartupFailure(
+            f"the Kafka broker at {bootstrap_servers} is not reachable for {purpose} ({detail}): check "
+            "kafka.bootstrap_servers and that the broker is up and reachable from here",
+            EXIT_UNREACHABLE,
+        ) from None
+    except KafkaError as exc:  # the broker answered and refused (security settings, versions)
+        await consumer.stop()
+        raise StartupFailure(
+            f"the Kafka broker at {bootstrap_servers} refused {purpose} ({type(exc).__name__}: {exc}): check "
+            "kafka.security and kafka.bootstrap_servers",
+            EXIT_UNREACHABLE,
+        ) from None
+    return consumer

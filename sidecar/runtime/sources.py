@@ -17,7 +17,7 @@ consumer's group id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +31,7 @@ __all__ = [
     "RecordSource",
     "RestoringSubscription",
     "from_beginning",
+    "topic_partitions",
 ]
 
 log = logging.getLogger(__name__)
@@ -202,14 +203,20 @@ def from_beginning(topics: Sequence[str]) -> AssignedPartitions:
     topic: the latest record of every key, then what comes)."""
 
     async def resolve(consumer: AIOKafkaConsumer) -> dict[TopicPartition, PartitionRange]:
-        await consumer.topics()  # metadata: partitions_for_topic answers only from what was fetched
-        partitions = [
-            TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic) or ())
-        ]
+        partitions = topic_partitions(consumer, topics)
         starts = await consumer.beginning_offsets(partitions) if partitions else {}
         return {tp: PartitionRange(starts[tp]) for tp in partitions}
 
     return AssignedPartitions(resolve, description=f"topics {','.join(topics)} from the beginning")
+
+
+def topic_partitions(consumer: AIOKafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of ``topics``, in order of topic and number; none for a topic the broker does not have.
+    From the consumer's metadata of every topic, fetched when it started and every ``metadata_max_age_ms``
+    (never asked for by name, which would create the topic on a broker that auto-creates topics). Note that
+    ``consumer.topics()`` does not refresh it: a topic created after the consumer started is known only from
+    its next refresh."""
+    return [TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic) or ())]
 
 
 async def _committed(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:

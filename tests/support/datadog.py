@@ -25,6 +25,8 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from tests.support.loopback import serve_on_loopback
+
 __all__ = ["API_KEY", "DatadogStandIn", "EvalMetric"]
 
 API_KEY = "dd-stand-in-api-key-0123456789abcdef"
@@ -113,11 +115,7 @@ class DatadogStandIn:
     async def start(self) -> DatadogStandIn:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/api/intake/llm-obs/v2/eval-metric", self._eval_metric)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await serve_on_loopback(app, self.port)
         return self
 
     async def stop(self) -> None:

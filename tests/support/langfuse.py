@@ -33,6 +33,8 @@ from langfuse.api.scores.types import (
 )
 from pydantic import ValidationError
 
+from tests.support.loopback import serve_on_loopback
+
 __all__ = ["LangfuseStandIn", "ReceivedRequest"]
 
 PUBLIC_KEY = "pk-lf-stand-in"
@@ -80,11 +82,7 @@ class LangfuseStandIn:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/api/public/scores", self._scores)
         app.router.add_get("/api/public/health", self._health)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await serve_on_loopback(app, self.port)
         return self
 
     async def stop(self) -> None:

@@ -26,6 +26,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from tests.support.loopback import serve_on_loopback
+
 __all__ = [
     "OtlpReceiver",
     "ReceivedLog",
@@ -227,12 +229,7 @@ class OtlpReceiver:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/traces", self._http_traces)
         app.router.add_post("/v1/logs", self._http_logs if self.takes_logs else self._http_no_logs)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runner = runner
-        self.http_port = int(runner.addresses[0][1])
+        self._runner, self.http_port = await serve_on_loopback(app)
         return self
 
     async def stop(self) -> None:

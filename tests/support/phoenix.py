@@ -30,6 +30,7 @@ import pytest_asyncio
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.support.loopback import serve_on_loopback
 from tests.support.sidecar_process import free_port
 
 __all__ = ["FaultyFront", "PhoenixServer", "phoenix", "phoenix_executable", "phoenix_session", "with_project"]
@@ -221,11 +222,7 @@ class FaultyFront:
     async def start(self) -> FaultyFront:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await serve_on_loopback(app)
         return self
 
     async def stop(self) -> None:

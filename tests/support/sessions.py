@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from sidecar.runtime.sources import topic_partitions
+from sidecar.runtime.tansu import read_log_ends
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
@@ -147,11 +149,10 @@ async def read_internal_topic(bootstrap: str, topic: str) -> list[Any]:
     await consumer.start()
     records: list[Any] = []
     try:
-        await consumer.topics()
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        partitions = topic_partitions(consumer, [topic])
+        ends = await read_log_ends(consumer, partitions)  # end_offsets() alone falls short on Tansu
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)
         left = {tp for tp in partitions if ends[tp] > 0}
         while left:
             for batch in (await consumer.getmany(timeout_ms=200)).values():

@@ -34,6 +34,7 @@ from sidecar.runtime.sessions.limits import SessionLimits
 from sidecar.runtime.sessions.topic import TurnTopic, marker_key, marker_value, parse_key, parse_marker
 from sidecar.runtime.sessions.turns import conversation_runs
 from sidecar.runtime.sessions.windows import SessionWindows, Window
+from sidecar.runtime.tansu import log_end
 
 __all__ = ["Stage2"]
 
@@ -53,7 +54,7 @@ _SETTLE_S = 0.5
 class _Restore:
     floor: int  # the end offset the broker gave at the assignment
     # Where the restore ends: the high watermark of the partition's first fetch (at least ``floor``). Brokers
-    # disagree on end offsets (Tansu answers the last batch's base offset + 1), never on the high watermark.
+    # disagree on end offsets (sidecar.runtime.tansu), never on the high watermark.
     end: int | None = None
     started: float = field(default_factory=time.monotonic)
     records: int = 0
@@ -189,10 +190,10 @@ class Stage2:
     def _restore_end(self, tp: TopicPartition, restore: _Restore) -> float:
         """Where ``tp``'s restore ends (infinity until its first fetch answered)."""
         if restore.end is None:
-            highwater = self._highwater(tp)
-            if highwater is None:
+            end = log_end(restore.floor, self._highwater(tp))
+            if end is None:
                 return float("inf")
-            restore.end = max(highwater, restore.floor)
+            restore.end = end
         return restore.end
 
     def _read(self, tp: TopicPartition, key: bytes | None, value: bytes | None, timestamp_ms: int) -> None:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from sidecar.core import Flushable
+from sidecar.runtime.sources import topic_partitions
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure
+from sidecar.runtime.tansu import topic_config
 
 __all__ = [
     "ParsedKey",
@@ -97,8 +97,7 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
     """The topic's partition count, once it is known to exist; raises :class:`StartupFailure` (one line) when it
     does not, or when the broker says its ``cleanup.policy`` does not compact. A broker that does not answer
     for its configuration gets a warning: the topic still works, its restores read everything retained."""
-    await consumer.topics()  # metadata of every topic: asking for one topic would auto-create it on some brokers
-    partitions = consumer.partitions_for_topic(topic)
+    partitions = topic_partitions(consumer, [topic])
     if not partitions:
         raise StartupFailure(
             f"sessions.topic {topic!r} does not exist: create it with cleanup.policy=compact,delete and as many "
@@ -106,7 +105,7 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
             "need it",
             EXIT_INVALID,
         )
-    policy = await _cleanup_policy(topic, admin_options)
+    policy = await topic_config(admin_options, topic, "cleanup.policy")
     if policy is None:
         log.warning(
             "the broker did not tell sessions.topic %r's cleanup.policy: it should be compact,delete, or every "
@@ -120,25 +119,3 @@ async def check_topic(consumer: AIOKafkaConsumer, topic: str, admin_options: dic
             EXIT_INVALID,
         )
     return len(partitions)
-
-
-async def _cleanup_policy(topic: str, admin_options: dict[str, Any]) -> str | None:
-    admin = AIOKafkaAdminClient(**admin_options)
-    try:
-        await admin.start()
-        # Every config of the topic: a broker (Tansu) drops the connection when asked for some by name.
-        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-    except Exception as exc:  # a broker without DescribeConfigs, or an ACL refusing it
-        log.debug("describe_configs of %s failed: %r", topic, exc)
-        return None
-    finally:
-        await admin.close()
-    for response in responses:
-        for resource in response.resources:
-            error_code, _, _, name, entries = resource[:5]
-            if error_code or name != topic:
-                continue
-            for entry in entries:
-                if entry[0] == "cleanup.policy" and entry[1]:
-                    return str(entry[1])
-    return None

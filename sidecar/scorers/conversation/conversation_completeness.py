@@ -18,15 +18,16 @@ from pydantic import BeforeValidator, StrictInt, model_validator
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
+    analysis_in,
     conversation_in,
-    read_conversation,
+    conversation_judge,
 )
 from sidecar.scorers.conversation.conversation_completeness_prompts import INSTRUCTIONS, create_analyze_prompt
 from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput, trimmed_lower
-from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext, create_scorer
+from sidecar.scoring import Judge, JudgeModel, Scorer, StepContext
 from sidecar.scoring.prompting import round_to_two_decimals
 
 __all__ = [
@@ -122,39 +123,23 @@ def create_conversation_completeness_scorer(
     opts = options_as(ConversationCompletenessOptions, options)
     scale = opts.scale or 1.0
 
-    def analyze_prompt(ctx: StepContext) -> str:
-        return create_analyze_prompt(conversation_in(ctx))
-
-    def schema(ctx: StepContext) -> type[CompletenessAnalysis]:
-        return analysis_schema(len(conversation_in(ctx).turns))
-
-    def requests_of(ctx: StepContext) -> tuple[UserRequest, ...]:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, CompletenessAnalysis)
-        return analysis.requests
-
     def generate_score(ctx: StepContext) -> float:
-        return completeness_score(requests_of(ctx), scale=scale)
+        return completeness_score(analysis_in(ctx, CompletenessAnalysis).requests, scale=scale)
 
     def generate_reason(ctx: StepContext) -> str:
-        return completeness_reason(requests_of(ctx), len(conversation_in(ctx).turns))
+        return completeness_reason(analysis_in(ctx, CompletenessAnalysis).requests, len(conversation_in(ctx).turns))
 
-    return (
-        create_scorer(
-            id="conversation-completeness-scorer",
-            name="Conversation completeness (LLM)",
-            description="Share of the user's requests satisfied by the end of the conversation",
-            judge=Judge.of(model, INSTRUCTIONS),
-        )
-        .preprocess(read_conversation)
-        .analyze(
-            description="List the user's requests and whether each was satisfied by the end",
-            create_prompt=analyze_prompt,
-            output_schema=schema,
-        )
-        .generate_score(generate_score)
-        .generate_reason(generate_reason)
-        .with_version(options_version(opts))
+    return conversation_judge(
+        id="conversation-completeness-scorer",
+        name="Conversation completeness (LLM)",
+        description="Share of the user's requests satisfied by the end of the conversation",
+        judge=Judge.of(model, INSTRUCTIONS),
+        analyze="List the user's requests and whether each was satisfied by the end",
+        prompt=create_analyze_prompt,
+        schema=analysis_schema,
+        score=generate_score,
+        reason=generate_reason,
+        version=options_version(opts),
     )
 
 

@@ -12,17 +12,17 @@ replies judged (turns 2 to n), rounded to two decimals, × scale.
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, StrictInt, model_validator
+from pydantic import BeforeValidator, StrictInt
 
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
-    check_turn_numbers,
-    conversation_in,
+    analysis_in,
+    conversation_judge,
     read_conversation,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.knowledge_retention_prompts import INSTRUCTIONS, create_analyze_prompt
 from sidecar.scorers.conversation.transcript import Conversation
@@ -30,7 +30,7 @@ from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput, trimmed_lower
-from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, create_scorer, not_scorable
+from sidecar.scoring import Judge, JudgeModel, NotScorable, Scorer, StepContext, not_scorable
 from sidecar.scoring.prompting import round_to_two_decimals
 
 __all__ = [
@@ -61,17 +61,8 @@ class RetentionAnalysis(JudgeOutput):
     turns: tuple[TurnRetention, ...]
 
 
-@functools.lru_cache(maxsize=64)
-def analysis_schema(turns: int) -> type[RetentionAnalysis]:
-    """The analysis of a conversation of ``turns`` turns: one verdict per reply from turn 2 on, each once."""
-
-    class RetentionAnalysisOfTurns(RetentionAnalysis):
-        @model_validator(mode="after")
-        def _one_per_later_turn(self) -> RetentionAnalysisOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(2, turns + 1), "verdict")
-            return self
-
-    return RetentionAnalysisOfTurns
+# One verdict per reply from turn 2 on (nothing was said before the first), each once.
+analysis_schema = verdicts_per_turn(RetentionAnalysis, first_turn=2)
 
 
 def retention_score(verdicts: tuple[TurnRetention, ...], *, scale: float = 1) -> float:
@@ -112,39 +103,24 @@ def create_knowledge_retention_scorer(
     opts = options_as(KnowledgeRetentionOptions, options)
     scale = opts.scale or 1.0
 
-    def analyze_prompt(ctx: StepContext) -> str:
-        return create_analyze_prompt(conversation_in(ctx))
-
-    def schema(ctx: StepContext) -> type[RetentionAnalysis]:
-        return analysis_schema(len(conversation_in(ctx).turns))
-
-    def verdicts_of(ctx: StepContext) -> tuple[TurnRetention, ...]:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, RetentionAnalysis)
-        return analysis.turns
-
     def generate_score(ctx: StepContext) -> float:
-        return retention_score(verdicts_of(ctx), scale=scale)
+        return retention_score(analysis_in(ctx, RetentionAnalysis).turns, scale=scale)
 
     def generate_reason(ctx: StepContext) -> str:
-        return retention_reason(verdicts_of(ctx))
+        return retention_reason(analysis_in(ctx, RetentionAnalysis).turns)
 
-    return (
-        create_scorer(
-            id="knowledge-retention-scorer",
-            name="Knowledge retention (LLM)",
-            description="Share of the agent's replies that keep what the user said earlier in the conversation",
-            judge=Judge.of(model, INSTRUCTIONS),
-        )
-        .preprocess(_at_least_two_turns)
-        .analyze(
-            description="Judge whether each reply after the first keeps what the user said earlier",
-            create_prompt=analyze_prompt,
-            output_schema=schema,
-        )
-        .generate_score(generate_score)
-        .generate_reason(generate_reason)
-        .with_version(options_version(opts))
+    return conversation_judge(
+        id="knowledge-retention-scorer",
+        name="Knowledge retention (LLM)",
+        description="Share of the agent's replies that keep what the user said earlier in the conversation",
+        judge=Judge.of(model, INSTRUCTIONS),
+        preprocess=_at_least_two_turns,
+        analyze="Judge whether each reply after the first keeps what the user said earlier",
+        prompt=create_analyze_prompt,
+        schema=analysis_schema,
+        score=generate_score,
+        reason=generate_reason,
+        version=options_version(opts),
     )
 
 

@@ -10,18 +10,18 @@ decimals, × scale.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictInt
 
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
-    check_turn_numbers,
+    analysis_in,
     read_conversation,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.role_adherence_prompts import INSTRUCTIONS, create_analyze_prompt
 from sidecar.scorers.conversation.transcript import Conversation
@@ -58,17 +58,8 @@ class RoleAnalysis(JudgeOutput):
     turns: tuple[TurnRole, ...]
 
 
-@functools.lru_cache(maxsize=64)
-def analysis_schema(turns: int) -> type[RoleAnalysis]:
-    """The analysis of a conversation of ``turns`` turns: one verdict per reply, each turn once."""
-
-    class RoleAnalysisOfTurns(RoleAnalysis):
-        @model_validator(mode="after")
-        def _one_per_turn(self) -> RoleAnalysisOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(1, turns + 1), "verdict")
-            return self
-
-    return RoleAnalysisOfTurns
+# One verdict per reply, each turn once.
+analysis_schema = verdicts_per_turn(RoleAnalysis)
 
 
 def role_score(verdicts: tuple[TurnRole, ...], *, scale: float = 1) -> float:
@@ -123,9 +114,7 @@ def create_role_adherence_scorer(
         return analysis_schema(len(prepared(ctx).conversation.turns))
 
     def verdicts_of(ctx: StepContext) -> tuple[TurnRole, ...]:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, RoleAnalysis)
-        return analysis.turns
+        return analysis_in(ctx, RoleAnalysis).turns
 
     def generate_score(ctx: StepContext) -> float:
         return role_score(verdicts_of(ctx), scale=scale)

@@ -12,17 +12,16 @@ the last turn, or never said to be satisfied after) 1; × scale.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final, Literal
 
-from pydantic import StrictBool, StrictInt, model_validator
+from pydantic import StrictBool, StrictInt
 
 from sidecar.scorers.conversation.conversation_common import (
     CONVERSATION_SCOPES,
     ConversationOptions,
-    check_turn_numbers,
-    conversation_in,
-    read_conversation,
+    analysis_in,
+    conversation_judge,
+    verdicts_per_turn,
 )
 from sidecar.scorers.conversation.transcript import turn_list
 from sidecar.scorers.conversation.user_frustration_prompts import INSTRUCTIONS, create_analyze_prompt
@@ -30,7 +29,7 @@ from sidecar.scorers.options import options_as
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tools_common import apply_scale, options_version
 from sidecar.scorers.verdicts import JudgeOutput
-from sidecar.scoring import Judge, JudgeModel, LabelledScore, Scorer, StepContext, create_scorer
+from sidecar.scoring import Judge, JudgeModel, LabelledScore, Scorer, StepContext
 
 __all__ = [
     "FRUSTRATION_SCORES",
@@ -63,17 +62,8 @@ class FrustrationAnalysis(JudgeOutput):
     ended_satisfied: StrictBool
 
 
-@functools.lru_cache(maxsize=64)
-def analysis_schema(turns: int) -> type[FrustrationAnalysis]:
-    """The analysis of a conversation of ``turns`` turns: one verdict per turn, each turn once."""
-
-    class FrustrationAnalysisOfTurns(FrustrationAnalysis):
-        @model_validator(mode="after")
-        def _one_per_turn(self) -> FrustrationAnalysisOfTurns:
-            check_turn_numbers((t.turn for t in self.turns), range(1, turns + 1), "verdict")
-            return self
-
-    return FrustrationAnalysisOfTurns
+# One verdict per turn, each turn once.
+analysis_schema = verdicts_per_turn(FrustrationAnalysis)
 
 
 def frustration_outcome(analysis: FrustrationAnalysis) -> FrustrationOutcome:
@@ -112,39 +102,23 @@ def create_user_frustration_scorer(
     opts = options_as(UserFrustrationOptions, options)
     scale = opts.scale or 1.0
 
-    def analyze_prompt(ctx: StepContext) -> str:
-        return create_analyze_prompt(conversation_in(ctx))
-
-    def schema(ctx: StepContext) -> type[FrustrationAnalysis]:
-        return analysis_schema(len(conversation_in(ctx).turns))
-
-    def analysis_of(ctx: StepContext) -> FrustrationAnalysis:
-        analysis = ctx.results.analyze_step_result
-        assert isinstance(analysis, FrustrationAnalysis)
-        return analysis
-
     def generate_score(ctx: StepContext) -> LabelledScore:
-        return frustration_score(analysis_of(ctx), scale=scale)
+        return frustration_score(analysis_in(ctx, FrustrationAnalysis), scale=scale)
 
     def generate_reason(ctx: StepContext) -> str:
-        return frustration_reason(analysis_of(ctx))
+        return frustration_reason(analysis_in(ctx, FrustrationAnalysis))
 
-    return (
-        create_scorer(
-            id="user-frustration-scorer",
-            name="User frustration (LLM)",
-            description="Whether the user became frustrated during the conversation, and whether it was resolved",
-            judge=Judge.of(model, INSTRUCTIONS),
-        )
-        .preprocess(read_conversation)
-        .analyze(
-            description="Judge the user's frustration in each turn and whether they end satisfied",
-            create_prompt=analyze_prompt,
-            output_schema=schema,
-        )
-        .generate_score(generate_score)
-        .generate_reason(generate_reason)
-        .with_version(options_version(opts))
+    return conversation_judge(
+        id="user-frustration-scorer",
+        name="User frustration (LLM)",
+        description="Whether the user became frustrated during the conversation, and whether it was resolved",
+        judge=Judge.of(model, INSTRUCTIONS),
+        analyze="Judge the user's frustration in each turn and whether they end satisfied",
+        prompt=create_analyze_prompt,
+        schema=analysis_schema,
+        score=generate_score,
+        reason=generate_reason,
+        version=options_version(opts),
     )
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.context import NO_CONTEXT_REASON, ContextExtractor, RetrievedContext, find_context, js_json
+from sidecar.scorers.options import options_as
 from sidecar.scorers.rag.rag_common import ExtractedClaims, options_version
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
 from sidecar.scorers.verdicts import JudgeOutput
@@ -56,15 +57,18 @@ class ClaimsInContext:
     analyze_prompt: Callable[..., str]  # (claims=, context=)
     reason_prompt: Callable[..., str]  # (input=, output=, context=, score=, scale=, verdicts_json=)
     verdicts_schema: type[JudgeOutput]  # with a ``verdicts`` tuple of items carrying ``verdict``
+    options: type[ContextClaimsOptions]
 
 
 def create_claims_in_context_scorer(
     kind: ClaimsInContext,
     *,
     model: str | JudgeModel,
-    options: ContextClaimsOptions,
+    options: ContextClaimsOptions | dict[str, Any] | None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
+    """A scorer of this shape: ``kind``'s prompts over its options (``options`` read as ``kind.options``)."""
+    options = options_as(kind.options, options)
     scale = options.scale or 1  # falsy → 1, as in Mastra
 
     def context_of(ctx: StepContext) -> RetrievedContext | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.scorers.context import ContextExtractor
-from sidecar.scorers.options import options_as
 from sidecar.scorers.rag import faithfulness_prompts as prompts
 from sidecar.scorers.rag.claims_in_context import (
     ClaimsInContext,
@@ -61,6 +60,7 @@ _FAITHFULNESS = ClaimsInContext(
     analyze_prompt=prompts.create_analyze_prompt,
     reason_prompt=prompts.create_reason_prompt,
     verdicts_schema=FaithfulnessVerdicts,
+    options=FaithfulnessOptions,
 )
 
 
@@ -70,9 +70,8 @@ def create_faithfulness_scorer(
     options: FaithfulnessOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = options_as(FaithfulnessOptions, options)
     return create_claims_in_context_scorer(
-        _FAITHFULNESS, model=model, options=opts, context_extractor=context_extractor
+        _FAITHFULNESS, model=model, options=options, context_extractor=context_extractor
     )
 
 

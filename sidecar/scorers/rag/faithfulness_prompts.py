@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.scorers.rag.rag_common import create_claim_extraction_prompt, numbered
+from sidecar.scorers.rag.rag_common import create_claim_extraction_prompt, create_claims_reason_prompt, numbered
 from sidecar.scoring.prompting import UNTRUSTED_CONTENT_NOTICE, js_number, quote_untrusted
 
 __all__ = ["INSTRUCTIONS", "create_analyze_prompt", "create_extract_prompt", "create_reason_prompt"]
@@ -54,21 +54,18 @@ def create_reason_prompt(
     scale: float,
     verdicts_json: str,
 ) -> str:
-    return "\n\n".join(
-        [
+    return create_claims_reason_prompt(
+        task=(
             f"Explain a faithfulness score, on a scale from 0 to {js_number(scale)}, of an AI system's answer: "
-            "the share of the answer's claims that the context supports.",
-            "Context:\n" + quote_untrusted("context", "\n".join(context)),
-            "Question:\n" + quote_untrusted("question", input),
-            "Response:\n" + quote_untrusted("response", output),
-            f"Score: {js_number(score)}",
-            "Verdicts, one per claim (yes: supported; no: contradicted; unsure: not in the context):\n"
-            + quote_untrusted("verdicts", verdicts_json),
-            "Rules:\n"
-            "- explain the score from the supported claims against all claims; do not recompute it;\n"
-            "- name what the context supports and what it contradicts or leaves open;\n"
-            "- rely on the verdicts and the context, never on your own knowledge;\n"
-            "- one or two sentences, professional in tone.",
-            f'Reply in plain text, starting with "The score is {js_number(score)} because".',
-        ]
+            "the share of the answer's claims that the context supports."
+        ),
+        legend="yes: supported; no: contradicted; unsure: not in the context",
+        explain="explain the score from the supported claims against all claims; do not recompute it",
+        name="name what the context supports and what it contradicts or leaves open",
+        length="one or two sentences, professional in tone",
+        input=input,
+        output=output,
+        context=context,
+        score=score,
+        verdicts_json=verdicts_json,
     )

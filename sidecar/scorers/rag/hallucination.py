@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.scorers.context import ContextExtractor
-from sidecar.scorers.options import options_as
 from sidecar.scorers.rag import hallucination_prompts as prompts
 from sidecar.scorers.rag.claims_in_context import (
     ClaimsInContext,
@@ -61,6 +60,7 @@ _HALLUCINATION = ClaimsInContext(
     analyze_prompt=prompts.create_analyze_prompt,
     reason_prompt=prompts.create_reason_prompt,
     verdicts_schema=HallucinationVerdicts,
+    options=HallucinationOptions,
 )
 
 
@@ -70,9 +70,8 @@ def create_hallucination_scorer(
     options: HallucinationOptions | dict[str, Any] | None = None,
     context_extractor: ContextExtractor | None = None,
 ) -> Scorer:
-    opts = options_as(HallucinationOptions, options)
     return create_claims_in_context_scorer(
-        _HALLUCINATION, model=model, options=opts, context_extractor=context_extractor
+        _HALLUCINATION, model=model, options=options, context_extractor=context_extractor
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sidecar.scorers.rag.rag_common import create_claim_extraction_prompt, numbered
+from sidecar.scorers.rag.rag_common import create_claim_extraction_prompt, create_claims_reason_prompt, numbered
 from sidecar.scoring.prompting import UNTRUSTED_CONTENT_NOTICE, js_number, quote_untrusted
 
 __all__ = ["INSTRUCTIONS", "create_analyze_prompt", "create_extract_prompt", "create_reason_prompt"]
@@ -63,21 +63,18 @@ def create_reason_prompt(
     scale: float,
     verdicts_json: str,
 ) -> str:
-    return "\n\n".join(
-        [
+    return create_claims_reason_prompt(
+        task=(
             f"Explain a hallucination score, on a scale from 0 to {js_number(scale)} where higher means more "
-            "hallucination, of an AI system's answer: the share of its claims that the context does not back.",
-            "Context:\n" + quote_untrusted("context", "\n".join(context)),
-            "Question:\n" + quote_untrusted("question", input),
-            "Response:\n" + quote_untrusted("response", output),
-            f"Score: {js_number(score)}",
-            "Verdicts, one per claim (yes: hallucinated; no: backed by the context):\n"
-            + quote_untrusted("verdicts", verdicts_json),
-            "Rules:\n"
-            "- explain the score from the hallucinated claims against all claims; do not recompute it;\n"
-            "- name what contradicts or goes beyond the context, and what the context backs;\n"
-            "- rely on the verdicts and the context, never on your own knowledge;\n"
-            "- one or two sentences.",
-            f'Reply in plain text, starting with "The score is {js_number(score)} because".',
-        ]
+            "hallucination, of an AI system's answer: the share of its claims that the context does not back."
+        ),
+        legend="yes: hallucinated; no: backed by the context",
+        explain="explain the score from the hallucinated claims against all claims; do not recompute it",
+        name="name what contradicts or goes beyond the context, and what the context backs",
+        length="one or two sentences",
+        input=input,
+        output=output,
+        context=context,
+        score=score,
+        verdicts_json=verdicts_json,
     )

@@ -12,9 +12,15 @@ import hashlib
 from pydantic import BaseModel
 
 from sidecar.scorers.verdicts import JudgeOutput
-from sidecar.scoring.prompting import quote_untrusted
+from sidecar.scoring.prompting import js_number, quote_untrusted
 
-__all__ = ["ExtractedClaims", "create_claim_extraction_prompt", "numbered", "options_version"]
+__all__ = [
+    "ExtractedClaims",
+    "create_claim_extraction_prompt",
+    "create_claims_reason_prompt",
+    "numbered",
+    "options_version",
+]
 
 
 class ExtractedClaims(JudgeOutput):
@@ -44,6 +50,38 @@ def create_claim_extraction_prompt(*, text: str, label: str, source: str) -> str
             f"{source[0].upper()}{source[1:]}:\n" + quote_untrusted(label, text),
             f'If the {source} is empty or makes no claim, reply with {{"claims": []}}.',
             'Reply with a JSON object: {"claims": ["first claim", "second claim", ...]}',
+        ]
+    )
+
+
+def create_claims_reason_prompt(
+    *,
+    task: str,
+    legend: str,
+    explain: str,
+    name: str,
+    length: str,
+    input: str,
+    output: str,
+    context: tuple[str, ...],
+    score: float,
+    verdicts_json: str,
+) -> str:
+    """Ask for the reason of a score over the answer's claims judged against the context (faithfulness,
+    hallucination): ``task`` says what the score measures, ``legend`` what each verdict means; the rules say how
+    to ``explain`` the score, what to ``name``, to rely on the verdicts and the context only, and the reason's
+    ``length``."""
+    rules = (explain, name, "rely on the verdicts and the context, never on your own knowledge", length)
+    return "\n\n".join(
+        [
+            task,
+            "Context:\n" + quote_untrusted("context", "\n".join(context)),
+            "Question:\n" + quote_untrusted("question", input),
+            "Response:\n" + quote_untrusted("response", output),
+            f"Score: {js_number(score)}",
+            f"Verdicts, one per claim ({legend}):\n" + quote_untrusted("verdicts", verdicts_json),
+            "Rules:\n" + ";\n".join(f"- {rule}" for rule in rules) + ".",
+            f'Reply in plain text, starting with "The score is {js_number(score)} because".',
         ]
     )
 

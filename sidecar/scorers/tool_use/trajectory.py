@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.tools import tool_invocations
@@ -22,12 +22,14 @@ from sidecar.scoring.types import to_json_value
 
 __all__ = [
     "ExpectedStep",
+    "ExpectedTrajectoryOption",
     "Ordering",
     "Trajectory",
     "TrajectoryExpectation",
     "TrajectoryStep",
     "expectation_from_ground_truth",
     "expected_steps_from",
+    "expected_trajectory_option",
     "extract_trajectory",
     "js_json",
 ]
@@ -185,6 +187,23 @@ def expected_steps_from(value: Any) -> tuple[ExpectedStep, ...] | None:
         steps = [_expected_from_trajectory_step(s) if isinstance(s, Mapping) else s for s in value["steps"]]
         return tuple(ExpectedStep.model_validate(s) for s in steps) or None
     return None
+
+
+def expected_trajectory_option(value: Any) -> Any:
+    """A scorer's ``expectedTrajectory`` option as Mastra takes it: a list of expected steps (or, here, names) or
+    a whole trajectory ``{steps: [...]}``, whose steps become expectations; an empty list is no expectation.
+    Anything else is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple | dict) or (
+        isinstance(value, dict) and not isinstance(value.get("steps"), list)
+    ):
+        raise ValueError("expected a list of steps, or a trajectory {steps: [...]}")
+    return expected_steps_from(list(value) if isinstance(value, tuple) else value)
+
+
+# The ``expectedTrajectory`` option of the trajectory kinds (code and LLM alike).
+ExpectedTrajectoryOption = Annotated[tuple[ExpectedStep, ...] | None, BeforeValidator(expected_trajectory_option)]
 
 
 def expectation_from_ground_truth(ground_truth: Any) -> TrajectoryExpectation | None:

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.tool_use.trajectory import (
-    ExpectedStep,
+    ExpectedTrajectoryOption,
     Ordering,
     Trajectory,
     TrajectoryExpectation,
     expectation_from_ground_truth,
-    expected_steps_from,
     extract_trajectory,
 )
 from sidecar.scorers.tool_use.trajectory_checks import TrajectoryComparison, compare_trajectories
@@ -49,24 +48,11 @@ class TrajectoryComparisonOptions(BaseModel):
 class TrajectoryAccuracyOptions(BaseModel):
     model_config = _OPTIONS
 
-    expected_trajectory: tuple[ExpectedStep, ...] | None = None
+    expected_trajectory: ExpectedTrajectoryOption = None
     # None: Mastra's defaults (relaxed ordering, repeated steps allowed).
     comparison_options: TrajectoryComparisonOptions | None = None
     # Not in Mastra: score × scale, for every kind alike. Falsy → 1.
     scale: float | None = None
-
-    @field_validator("expected_trajectory", mode="before")
-    @classmethod
-    def _as_expected_steps(cls, value: Any) -> Any:
-        # Mastra takes a list of expected steps (or, here, names) or a whole trajectory {steps: [...]}, whose
-        # steps become expectations; an empty list is no expectation.
-        if value is None:
-            return None
-        if not isinstance(value, list | tuple | dict) or (
-            isinstance(value, dict) and not isinstance(value.get("steps"), list)
-        ):
-            raise ValueError("expected a list of steps, or a trajectory {steps: [...]}")
-        return expected_steps_from(list(value) if isinstance(value, tuple) else value)
 
 
 class TrajectoryAccuracyPreprocess(BaseModel):

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sidecar.scorers.registry import scorer_kind
 from sidecar.scorers.text import get_assistant_message_from_run_output, get_user_message_from_run_input
 from sidecar.scorers.tool_use.trajectory import (
     ExpectedStep,
+    ExpectedTrajectoryOption,
     Trajectory,
     TrajectoryStep,
     expectation_from_ground_truth,
-    expected_steps_from,
     extract_trajectory,
     js_json,
 )
@@ -44,20 +44,9 @@ __all__ = [
 class TrajectoryLLMOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
-    expected_trajectory: tuple[ExpectedStep, ...] | None = None
+    expected_trajectory: ExpectedTrajectoryOption = None
     # Not in Mastra: score × scale, for every kind alike. Falsy → 1.
     scale: float | None = None
-
-    @field_validator("expected_trajectory", mode="before")
-    @classmethod
-    def _as_expected_steps(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, list | tuple | dict) or (
-            isinstance(value, dict) and not isinstance(value.get("steps"), list)
-        ):
-            raise ValueError("expected a list of steps, or a trajectory {steps: [...]}")
-        return expected_steps_from(list(value) if isinstance(value, tuple) else value)
 
 
 class StepEvaluation(JudgeOutput):

@@ -27,13 +27,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sidecar.scoring.backoff import equal_jitter
 from sidecar.scoring.deadline import deadline_paused
 from sidecar.scoring.judge.errors import JudgeError, ProviderError, StructuredOutputError
 from sidecar.scoring.judge.model import JudgeModel
@@ -148,9 +148,7 @@ class JudgeClient:
     def _backoff(self, retry_index: int, error: ProviderError) -> float:
         if error.retry_after_s is not None:
             return error.retry_after_s
-        ceiling = min(self.model.backoff_max_s, self.model.backoff_base_s * (2 ** min(retry_index, 30)))
-        # Equal jitter: at least half the ceiling, so herds spread without collapsing to zero.
-        return float(ceiling / 2 + random.random() * ceiling / 2)
+        return equal_jitter(retry_index, self.model.backoff_base_s, self.model.backoff_max_s)
 
     async def call(self, request: ChatRequest, accept: Accept | None = None) -> CallResult:
         """Call the judge until it answers, a failure is final, or the gate refuses.
