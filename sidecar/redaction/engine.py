@@ -69,22 +69,23 @@ class Finding:
 
 def missing_packages() -> str | None:
     """Why redaction cannot run in this environment (one line), or ``None``: checked without importing."""
-    missing = [name.replace("_", "-") for name in _PACKAGES if importlib.util.find_spec(name) is None]
+    missing = [name.replace("_", "-") for name in _PACKAGES if not _installed(name)]
     if not missing:
         return None
     return f"redaction needs {' and '.join(missing)}, which are not installed: {INSTALL_HINT}"
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a module blocked in sys.modules
+        return False
+
+
 def model_problem(model: str) -> str | None:
     """Why the spaCy model for names and places cannot be loaded (one line), or ``None``: an installed package
     or a pipeline's folder; never downloaded."""
-    if Path(model).is_dir():
-        return None
-    try:
-        found = importlib.util.find_spec(model) is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
+    if Path(model).is_dir() or _installed(model):
         return None
     return (
         f"names: true needs the spaCy model {model!r} installed as a package (or a pipeline's folder); it is not "
