@@ -5,6 +5,7 @@ judge server, whose request log is the evidence. The score records, the metrics 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -25,6 +26,8 @@ from sidecar.ingest.decode import decode_traces
 from sidecar.redaction.entities import ENTITIES
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.scoring.redaction import RedactedRun
+from sidecar.scoring.steps import ScorerRun
 from sidecar.settings import load_eval_settings
 from sidecar.testing.judge_server import JudgeServer
 from tests.support.personal_data import ALLOWED, VALUES, every_value, pii_text, pii_trace
@@ -254,3 +257,26 @@ async def test_a_judge_may_turn_the_default_off_or_set_its_own(judge_server: Jud
     assert "maria.lopez@example.com" in prompt  # e-mail is not among this judge's entities
     assert leaked([prompt], VALUES["CREDIT_CARD"]) == [] and "<CREDIT_CARD_1>" in prompt
     assert ALLOWED in prompt  # allow came from the top-level block (a judge's block is laid over it)
+
+
+class FailingRedactor:
+    """A redactor that cannot redact this run (Presidio raising on some input): its message quotes the run."""
+
+    def redact(self, run: ScorerRun) -> RedactedRun:
+        raise ValueError(f"cannot read {run.input!r}")
+
+
+async def test_a_run_that_cannot_be_redacted_fails_and_nothing_is_sent(
+    judge_server: JudgeServer, every_entity: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    assembly, _ = every_entity
+    configured = next(c for c in assembly.scorers if c.scorer.id == "every-variable")
+    scorer = dataclasses.replace(configured.scorer, redactor=FailingRedactor())
+    attempt = await attempt_scorer(scorer, trace_request(), timeout_s=30)
+    assert attempt.outcome == "failed" and not attempt.shed
+    assert judge_server.requests == []
+    assert attempt.error is not None
+    message = f"{attempt.error} {attempt.error.to_json()}"
+    assert "redaction failed (ValueError); the run was not sent to the judge" in message
+    assert leaked([message, *(r.getMessage() for r in caplog.records)], every_value()) == []
+    assert "Traceback" not in caplog.text

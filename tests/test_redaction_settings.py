@@ -192,6 +192,10 @@ def test_preview_shows_the_prompt_the_judge_would_read_redacted(
     assert "Request 1: <EMAIL_ADDRESS_1>." in printed and "<CREDIT_CARD_1>" in printed
     assert EMAIL not in printed and CARD not in printed
     assert f"Escalate to {ALLOWED}." in printed
+    assert (
+        "personal data redacted before the judge reads it (judges.default.redact, placeholder): CREDIT_CARD, "
+        "EMAIL_ADDRESS, IBAN_CODE, IP_ADDRESS, US_SSN"
+    ) in printed
 
 
 def test_eval_applies_the_same_rules_and_writes_the_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

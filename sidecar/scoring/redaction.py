@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sidecar.scoring.steps import ScorerRun
 
-__all__ = ["RedactedRun", "RunRedactor"]
+__all__ = ["RedactedRun", "RedactionError", "RunRedactor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +29,13 @@ class RedactedRun:
     counts: Mapping[str, int]
 
 
+class RedactionError(Exception):
+    """A run could not be redacted: it fails before any step, and nothing of it is sent."""
+
+
 class RunRedactor(Protocol):
     """Replaces the personal data of a run's traced content (input, output, ground truth, request context,
-    attributes); never raises on content, and never logs what it replaced."""
+    attributes), and never logs what it replaced. Whatever it raises fails the run before any step
+    (``Scorer.run``: a ``ScorerRunError`` whose cause, a ``RedactionError``, names no content)."""
 
     def redact(self, run: ScorerRun) -> RedactedRun: ...

@@ -19,7 +19,7 @@ from sidecar.scoring.errors import ScorerDefinitionError, ScorerInputError, Scor
 from sidecar.scoring.judge.client import JudgeClient, default_judge_client
 from sidecar.scoring.judge.model import Judge, JudgeModel
 from sidecar.scoring.judge.structured import execute_prompt_step
-from sidecar.scoring.redaction import RunRedactor
+from sidecar.scoring.redaction import RedactedRun, RedactionError, RunRedactor
 from sidecar.scoring.steps import (
     FunctionStep,
     GeneratedScore,
@@ -278,7 +278,7 @@ class Scorer:
         run = self._run_of(input, output, run_id, request_context, ground_truth, span_attributes, resource_attributes)
         fields: dict[str, Any] = {}
         if self.redactor is not None:  # before any step: the judge, the record and the reasons see placeholders
-            redacted = self.redactor.redact(run)
+            redacted = self._redacted(run)
             run, fields["redactions"] = redacted.run, dict(redacted.counts)
         judge_results: ScorerJudgeResults | None = None
         completed: list[StepName] = []
@@ -362,7 +362,7 @@ class Scorer:
         depend on the judge's earlier answers cannot be shown without calling it."""
         run = self._run_of(input, output, None, request_context, ground_truth, span_attributes, resource_attributes)
         if self.redactor is not None:  # what would be sent is what is shown
-            run = self.redactor.redact(run).run
+            run = self._redacted(run).run
         results = StepResults()
         for name, step in self.steps:
             ctx = StepContext(run, results)
@@ -383,6 +383,17 @@ class Scorer:
             else:  # the score comes before any prompt: a code scorer up to its reason
                 return None
         return None
+
+    def _redacted(self, run: ScorerRun) -> RedactedRun:
+        """The run as its judges may read it; a redactor that fails fails the run before any step (nothing is sent
+        unredacted), with an error that names the failure, never the run's content."""
+        assert self.redactor is not None
+        try:
+            return self.redactor.redact(run)
+        except Exception as exc:
+            first: StepName = self.steps[0][0] if self.steps else "generate_score"
+            cause = RedactionError(f"redaction failed ({type(exc).__name__}); the run was not sent to the judge")
+            raise ScorerRunError(failed_step=first, completed_steps=(), result=None, cause=cause) from None
 
     async def _run_prompt_step(
         self,
