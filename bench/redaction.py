@@ -26,9 +26,7 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +37,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pydantic import SecretStr
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.fixed_judge import start_fixed_judge
 from sidecar.core.runs import ScorerRunRequest
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig, process_record
@@ -51,7 +52,6 @@ from sidecar.scoring.judge.client import JudgeClient, close_default_judge_client
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.steps import ScorerRun
 
-_ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 2.0
 PLANTED = " Call me on +1 415 555 0132 or write to maria.lopez@example.com; my card is 4111 1111 1111 1111."
 TEMPLATE = """The agent was instructed:
@@ -88,39 +88,6 @@ def planted(request: ScorerRunRequest) -> ScorerRunRequest:
     return request.model_copy(update={"input": run_input})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sidecar.testing.judge_server",
-            "--fixed",
-            "--port",
-            str(_free_port()),
-            "--reply",
-            REPLY,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=_ROOT,
-        env={**os.environ, "PYTHONPATH": str(_ROOT)},
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("listening"):
-            return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    process.kill()
-    raise RuntimeError("the judge server did not start")
-
-
 async def _drive(scorer: Scorer, runs: Sequence[ScorerRunRequest], count: int, concurrency: int) -> float:
     """CPU ms per run for ``count`` runs of ``scorer`` over ``runs`` in turn, ``concurrency`` at once."""
     left = count
@@ -154,7 +121,7 @@ def _scorer_runs(requests: Sequence[ScorerRunRequest]) -> list[ScorerRun]:
 
 
 async def judged(args: argparse.Namespace, runs: list[ScorerRunRequest]) -> dict[str, float]:
-    server, url = _start_server()
+    server, url = start_fixed_judge(REPLY)
     try:
         model = JudgeModel(model="openai/gpt-4o-mini", api_base=url, api_key=SecretStr("sk-bench"), transport="http")
         client = JudgeClient(model)

@@ -131,6 +131,14 @@ async def score_all(assembly: Assembly) -> dict[str, Any]:
     return attempts
 
 
+async def judged_prompt(server: JudgeServer, every_entity: Any, marker: str) -> str:
+    """Every scorer scored on its run; the one prompt the judge received that holds ``marker``."""
+    assembly, _ = every_entity
+    await score_all(assembly)
+    [prompt] = [r.user_prompt for r in server.requests if marker in r.user_prompt]
+    return prompt
+
+
 def sent(server: JudgeServer) -> list[str]:
     """Every message of every request the judge received."""
     return [json.dumps(r.body["messages"], ensure_ascii=False) for r in server.requests]
@@ -198,9 +206,7 @@ async def test_no_value_of_any_entity_reaches_the_judge_from_any_part_of_a_run(
 async def test_a_value_is_the_same_placeholder_everywhere_in_a_run(
     judge_server: JudgeServer, every_entity: Any
 ) -> None:
-    assembly, _ = every_entity
-    await score_all(assembly)
-    [prompt] = [r.user_prompt for r in judge_server.requests if "Check the answer." in r.user_prompt]
+    prompt = await judged_prompt(judge_server, every_entity, "Check the answer.")
     seen = {label: replacements_by_index(prompt, label) for label in LABELS}
     values = every_value()
     for index in range(1, len(values) + 1):
@@ -215,9 +221,7 @@ async def test_a_value_is_the_same_placeholder_everywhere_in_a_run(
 async def test_the_conversation_judges_read_placeholders_consistent_across_turns(
     judge_server: JudgeServer, every_entity: Any
 ) -> None:
-    assembly, _ = every_entity
-    await score_all(assembly)
-    [prompt] = [r.user_prompt for r in judge_server.requests if "Conversation:" in r.user_prompt]
+    prompt = await judged_prompt(judge_server, every_entity, "Conversation:")
     assert prompt.count("Turn ") >= 2 and leaked([prompt], every_value()) == []
     assert prompt.count("Request 1: <EMAIL_ADDRESS_1>.") == 2  # the same customer in both turns
     assert f"Thanks, write to {ALLOWED} too." in prompt
