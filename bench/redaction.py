@@ -14,8 +14,8 @@ no personal data, so the runs are also measured with a customer's phone number, 
 planted in the request (``planted``): what finding and replacing them costs.
 
 Then each entity alone (the redactor's own CPU per run over the same runs, best of ``--passes``), and the default
-with each other entity added: what adding it costs (docs/redaction.md keeps the table). The last line holds the
-figures as ``key=value`` pairs.
+with each other entity added: what adding it costs (docs/redaction.md keeps the table); with ``--names-model``,
+the default with names and places by that spaCy model. The last line holds the figures as ``key=value`` pairs.
 
     .venv/bin/python bench/redaction.py [--traces 300] [--runs 2000] [--concurrency 64] [--rounds 4] [--passes 3]
 """
@@ -179,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--skip-entities", action="store_true", help="only the judged runs, on against off")
+    parser.add_argument(
+        "--names-model", help="also the default with names and places by this spaCy model (a package or a folder)"
+    )
     args = parser.parse_args(argv)
     runs = demo_runs(args.traces)
     chars = statistics.mean(sum(len(text) for text in _texts(r)) for r in _scorer_runs(runs))
@@ -205,6 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             mark = " (default)" if entity in DEFAULT_ENTITIES else ""
             print(f"{entity + mark:28} {alone:8.3f} ms {extra:18.3f} ms")
             summary[f"alone_{entity}"] = round(alone, 3)
+    if args.names_model:
+        policy = RedactionPolicy.of(DEFAULT_ENTITIES, names_model=args.names_model)
+        with_names = _own_cpu_ms(PresidioRedactor(policy), _scorer_runs(runs), args.passes)
+        print(f"{'default + names (' + args.names_model + ')':28} {with_names:8.3f} ms")
+        summary["default_with_names_ms"] = round(with_names, 3)
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return 0 if summary["goal_met"] else 1
 

@@ -3,9 +3,10 @@
 One run at a time, all of its traced content at once:
 
 1. every text of the run is collected (``walk``), each distinct text once;
-2. they are analyzed together, joined by blank lines, in one Presidio call (a call costs ten times a short text's
-   own analysis: bench/redaction.py); a match that would run across two texts sends those texts to be analyzed
-   one by one, so no value is lost at a seam;
+2. they are analyzed together, joined by blank lines, in one Presidio call (a call has a fixed cost about ten
+   times a short text's own analysis: a demo run's fourteen texts one by one cost 0.28 ms, joined 0.024 ms); a
+   match that would run across two texts sends those texts to be analyzed one by one, so no value is lost at a
+   seam;
 3. allowed values (``allow``, compared whole, regardless of case) are kept;
 4. every value gets its replacement, numbered in the order the run mentions them, so the same address is the same
    placeholder in the input, the output, the tool calls and the documents of one run (and the same in a
