@@ -109,6 +109,21 @@ def test_a_judges_own_block_is_checked_as_it_will_run_over_the_top_level_one(
     assert code == 2 and "judges.default.redact (line 2): operator hash needs hash_key" in printed
 
 
+def test_a_judges_own_block_turns_redaction_on_where_the_top_level_block_is_off(tmp_path: Path) -> None:
+    from sidecar.settings import load_eval_settings
+
+    config = eval_config("http://127.0.0.1:9/v1", "redact: {enabled: false, allow: [" + ALLOWED + "]}")
+    settings = load_eval_settings(config)
+    assert settings.redaction_of("default") is None
+    own = config.replace("transport: http}", "transport: http, redact: {entities: [CREDIT_CARD]}}")
+    block = load_eval_settings(own).redaction_of("default")
+    assert block is not None and block.entities == ("CREDIT_CARD",) and block.allow == (ALLOWED,)
+    off = config.replace("redact: {enabled: false", "redact: {enabled: true").replace(
+        "transport: http}", "transport: http, redact: false}"
+    )
+    assert load_eval_settings(off).redaction_of("default") is None
+
+
 def test_judges_of_one_scorer_must_redact_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = """\
 judges:

@@ -6,7 +6,8 @@ it off there (a judge the organisation hosts itself). With neither, nothing is r
 before this block behaves as it did.
 
 The rules that read more than one key (a hash needs its key, names need their model, both need the packages)
-are checked on each judge's effective block, by the root settings (``problems_of``).
+are checked on each judge's effective block, by the root settings (``RedactSettings.problems``; the packages once
+for the file).
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ class RedactSettings(_Frozen):
         """This block as a judge's own: the keys it sets, the others from the top-level ``default``."""
         if default is None:
             return self
-        return default.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
+        # A block of its own is on unless it says otherwise, whatever the top-level block's `enabled`.
+        keys = self.model_fields_set | {"enabled"}
+        return default.model_copy(update={name: getattr(self, name) for name in keys})
 
     def problems(self) -> list[str]:
         """What keeps this block, as one judge's effective redaction, from running here (one line each; the
