@@ -26,8 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +35,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pydantic import SecretStr
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.fixed_judge import start_fixed_judge
 from sidecar.scorers import create_llm_judge_scorer, create_rubric_scorer
 from sidecar.scorers.custom.llm_judge import LlmJudgeOptions
 from sidecar.scorers.custom.llm_judge_variables import run_text
@@ -46,7 +47,6 @@ from sidecar.scoring.judge.client import close_default_judge_clients
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.steps import ScorerRun
 
-_ROOT = Path(__file__).resolve().parent.parent
 GOAL_RENDER_SHARE = 0.25
 GOAL_VS_PREBUILT = 1.5
 
@@ -144,39 +144,6 @@ def agent_run() -> tuple[AgentRunInput, tuple[Any, ...]]:
     return run_input, output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(reply: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sidecar.testing.judge_server",
-            "--fixed",
-            "--port",
-            str(_free_port()),
-            "--reply",
-            reply,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=_ROOT,
-        env={**os.environ, "PYTHONPATH": str(_ROOT)},
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("listening"):
-            return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    process.kill()
-    raise RuntimeError("the judge server did not start")
-
-
 def _model(url: str) -> JudgeModel:
     return JudgeModel(model="openai/gpt-4o-mini", api_base=url, api_key=SecretStr("sk-bench"), transport="http")
 
@@ -213,7 +180,7 @@ def _render_us(renders: int) -> tuple[float, int]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, float]:
-    servers = [_start_server(LLM_JUDGE_REPLY), _start_server(RUBRIC_REPLY)]
+    servers = [start_fixed_judge(LLM_JUDGE_REPLY), start_fixed_judge(RUBRIC_REPLY)]
     try:
         judge = create_llm_judge_scorer(model=_model(servers[0][1]), options=LLM_JUDGE)
         rubric = create_rubric_scorer(model=_model(servers[1][1]), options=RUBRIC)

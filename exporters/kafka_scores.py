@@ -26,7 +26,8 @@ deterministic ids make it unnecessary. ``enable_idempotence=True`` turns it on f
 The record deliberately leaves out the run's input and output (the traced conversation): they are the
 largest part and the most sensitive, and the score points at the scored span by ``traceId``/``spanId``.
 The prompts sent to the judge are included (they show what the judge was asked), and they quote that
-content: set a topic ACL accordingly.
+content, redacted when the judge's ``redact`` block is on (docs/redaction.md, with a count by entity in
+``redactions``): set a topic ACL accordingly.
 
 The ``exporters.kafka_scores`` block (:class:`KafkaScoresExporterSettings`) and the exporter's declaration
 close the module.

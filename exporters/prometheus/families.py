@@ -186,6 +186,13 @@ class JudgeFamilies:
             ["judge_model", "reason"],
             registry=r,
         )
+        self.redactions = Counter(
+            f"{P}_redactions",
+            "Values of personal data replaced in runs before the judge read them (judge: its key under judges), "
+            "by entity.",
+            ["judge", "entity"],
+            registry=r,
+        )
 
 
 class ExporterFamilies:

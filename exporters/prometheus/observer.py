@@ -154,6 +154,12 @@ class SidecarMetrics(ServiceObserver):
         for each in JUDGE_PAUSE_REASONS:
             self._child(self.judges.pause_reason, label, each).set_function(lambda each=each: float(reason() == each))
 
+    def register_redactions(self, judge: str, entities: Iterable[str]) -> None:
+        """A judge that redacts: its series at zero for every entity it may replace (its configured entities:
+        the label's values are bounded by them)."""
+        for entity in entities:
+            self._child(self.judges.redactions, judge, entity)
+
     def track_judge_holds(
         self, judge_model: JudgeModel | str, held: Callable[[], int], oldest_s: Callable[[], float]
     ) -> None:
@@ -351,6 +357,10 @@ class SidecarMetrics(ServiceObserver):
 
     def judge_hold_ended(self, judge: str, seconds: float) -> None:
         self._child(self.judges.hold_duration, self.register_judge(judge)).observe(max(0.0, seconds))
+
+    def redacted(self, judge: str, counts: Mapping[str, int]) -> None:
+        for entity, n in counts.items():
+            self._child(self.judges.redactions, judge, entity).inc(n)
 
     # -- exporters ------------------------------------------------------------------------------------
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:

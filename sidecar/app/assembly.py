@@ -25,9 +25,11 @@ from typing import Any
 from exporters.dead_letters import ScoreDeadLetters
 from exporters.prometheus import SidecarMetrics
 from exporters.registry import ExporterContext, ExporterKind, KafkaConnection
+from sidecar.app.redactors import build_redactors, scorer_redaction
 from sidecar.app.scorer_factory import build_scorers, facts_for, kind_for
 from sidecar.core import Flushable, Sink, problem_of
 from sidecar.core.observers import Observers, ServiceObserver
+from sidecar.redaction.redactor import PresidioRedactor
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.judge_gate import GateConfig, JudgeGate
 from sidecar.runtime.stages import facts_of
@@ -44,6 +46,7 @@ class AssembledJudge:
     model: JudgeModel
     gate: JudgeGate
     client: JudgeClient
+    redactor: PresidioRedactor | None = None  # what every run goes through before this judge reads it
 
     @property
     def label(self) -> str:
@@ -134,6 +137,8 @@ def assemble(
             on_shed=observer.judge_refused,
         )
         judges[name] = AssembledJudge(name, model, gate, JudgeClient(model, gate=gate, observers=[observer]))
+    for name, judge_redactor in build_redactors(settings, observer.redacted).items():
+        judges[name] = dataclasses.replace(judges[name], redactor=judge_redactor)
 
     built = build_scorers(settings)
     scorers = []
@@ -143,9 +148,11 @@ def assemble(
         clients = [*([own.client] if own else []), *(j.client for j in judges.values() if j is not own)]
         kind = kind_for(scorer_settings)
         scorer = built[scorer_settings.id]
+        redaction = scorer_redaction(scorer, settings, scorer_settings.judge)  # build_scorers refused conflicts
+        redactor = judges[redaction.judge].redactor if redaction is not None else None
         scorers.append(
             ConfiguredScorer(
-                scorer=scorer.bind(*clients),
+                scorer=scorer.bind(*clients, redactor=redactor),
                 selection=scorer_settings.selection(),
                 scale=scorer_settings.scale,
                 judge_model=own.label if own is not None else None,
@@ -170,6 +177,8 @@ def assemble(
             metrics.register_judge(judge.model)
             metrics.track_judge_holds(judge.label, judge.gate.held_runs, judge.gate.oldest_hold_s)
             metrics.track_judge_pause(judge.label, _pause_reason_of(judge.gate))
+            if judge.redactor is not None:
+                metrics.register_redactions(judge.name, judge.redactor.entities)
         for configured in scorers:
             metrics.register_scorer(
                 configured.scorer.id,

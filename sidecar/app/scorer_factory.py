@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sidecar.app.redactors import RedactionConflictError, scorer_redaction
 from sidecar.scorers.registry import ScorerFacts, ScorerKind, kind_of
 from sidecar.scoring import JudgeModel, Scorer
 from sidecar.scoring.errors import ScorerDefinitionError
@@ -169,6 +170,10 @@ def build_scorers(settings: EvalSettings) -> dict[str, Scorer]:
         key = "kind" if scorer_settings.python_factory is not None else "judge"
         for problem in undeclared_judges(scorer, judges):
             report(i, key, problem)
+        try:
+            scorer_redaction(scorer, settings, scorer_settings.judge)
+        except RedactionConflictError as conflict:
+            report(i, key, str(conflict))
         declared = kind_for(scorer_settings) if scorer_settings.prebuilt is None else None
         scope = scorer_settings.targets.scope
         if declared is not None and scope not in (scopes := declared.facts_given(scorer_settings.options).scopes):

@@ -14,7 +14,7 @@ class ignores everything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from sidecar.core.runs import ReadyReason, SessionCloseReason
@@ -131,6 +131,10 @@ class ServiceObserver:
     def judge_refused(self, judge: str, reason: ShedReason) -> None:
         """A judge's gate refused a call: over the spend cap with ``on_spend_cap: shed``, or (``eval``, whose
         holds are bounded) a judge still open or paused when the bound ran out."""
+
+    def redacted(self, judge: str, counts: Mapping[str, int]) -> None:
+        """Personal data was taken out of a run before the judge named ``judge`` (its key under ``judges``) read it:
+        values replaced, by entity. Never the values themselves."""
 
     # -- exporters ---------------------------------------------------------------------------------------
     def exporter_flushed(self, name: str, *, confirmed: bool, up: bool) -> None:

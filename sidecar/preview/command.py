@@ -31,6 +31,7 @@ from sidecar.preview.runs import (
     runs_from_file,
     runs_from_topic,
 )
+from sidecar.redaction.redactor import PresidioRedactor
 from sidecar.runtime.attempt import attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stages import facts_of
@@ -123,6 +124,12 @@ def _header(settings: EvalSettings, configured: ConfiguredScorer, options: Previ
         + (f", {read.undecodable} not OTLP" if read.undecodable else "")
         + ")"
     ]
+    redactor = scorer.redactor
+    if isinstance(redactor, PresidioRedactor):  # the prompts below are what the judge reads: say why they differ
+        lines.append(
+            f"personal data redacted before the judge reads it (judges.{redactor.judge}.redact, "
+            f"{redactor.policy.operator}): {', '.join(redactor.entities)}"
+        )
     system = scorer.judge.instructions if scorer.judge is not None and scorer.has_judge_steps else None
     if system:
         lines.append("judge instructions (system message):")

@@ -19,6 +19,7 @@ from sidecar.scoring.errors import ScorerDefinitionError, ScorerInputError, Scor
 from sidecar.scoring.judge.client import JudgeClient, default_judge_client
 from sidecar.scoring.judge.model import Judge, JudgeModel
 from sidecar.scoring.judge.structured import execute_prompt_step
+from sidecar.scoring.redaction import RedactedRun, RedactionError, RunRedactor
 from sidecar.scoring.steps import (
     FunctionStep,
     GeneratedScore,
@@ -83,7 +84,8 @@ class Scorer:
 
     ``bind(*clients)`` gives every prompt step the judge client to call (with its limits, breaker, spend
     cap and metrics): the runtime binds every scorer it runs. An unbound scorer (run from a script) calls
-    its judges through a plain shared client per judge model, with no limits.
+    its judges through a plain shared client per judge model, with no limits. ``bind(..., redactor=...)``
+    also takes the personal data out of every run before any step reads it (``sidecar.scoring.redaction``).
     """
 
     id: str
@@ -94,6 +96,9 @@ class Scorer:
     version: str = "1"
     # The judge clients of a bound scorer, by JudgeModel.cache_key() (None: unbound).
     clients: Mapping[str, JudgeClient] | None = field(default=None, repr=False, compare=False)
+    # What takes the personal data out of a run before its steps read it (None: the run as traced). Only a
+    # scorer with judge steps is given one: the others never send a run out of the process.
+    redactor: RunRedactor | None = field(default=None, repr=False, compare=False)
     # Derived once: every run's score id hashes it.
     fingerprint: str = field(init=False, repr=False, compare=False)
     # Derived once, checked by every run.
@@ -190,7 +195,9 @@ class Scorer:
 
     def with_version(self, version: str) -> Scorer:
         """Name a behaviour change: a new version gives new score ids for the same spans."""
-        return Scorer(self.id, self.name, self.description, self.judge, self.steps, version, self.clients)
+        return Scorer(
+            self.id, self.name, self.description, self.judge, self.steps, version, self.clients, self.redactor
+        )
 
     # -- judges --------------------------------------------------------------------------------------
     def judge_models(self) -> dict[StepName, JudgeModel]:
@@ -204,11 +211,12 @@ class Scorer:
                 models[name] = judge.model
         return models
 
-    def bind(self, *clients: JudgeClient) -> Scorer:
+    def bind(self, *clients: JudgeClient, redactor: RunRedactor | None = None) -> Scorer:
         """This scorer with every prompt step calling the given client of its judge model.
 
         Each step's judge model must equal one client's model (first match wins): a step whose judge has no
-        client is a ``ScorerDefinitionError`` here, never an unlimited call later.
+        client is a ``ScorerDefinitionError`` here, never an unlimited call later. ``redactor``: what every run
+        goes through before the first step (ignored by a scorer without judge steps: it sends nothing out).
         """
         by_key: dict[str, JudgeClient] = {}
         for client in clients:
@@ -220,7 +228,11 @@ class Scorer:
                     f"(bound: {', '.join(sorted(c.model.model for c in clients)) or 'none'})"
                 )
         used = {model.cache_key() for model in self.judge_models().values()}
-        return dataclasses.replace(self, clients={k: c for k, c in by_key.items() if k in used})
+        return dataclasses.replace(
+            self,
+            clients={k: c for k, c in by_key.items() if k in used},
+            redactor=redactor if self.has_judge_steps else None,
+        )
 
     def _client_for(self, model: JudgeModel) -> JudgeClient:
         if self.clients is None:
@@ -265,6 +277,9 @@ class Scorer:
             raise ScorerDefinitionError(f"scorer {self.id!r} has no generate_score step")
         run = self._run_of(input, output, run_id, request_context, ground_truth, span_attributes, resource_attributes)
         fields: dict[str, Any] = {}
+        if self.redactor is not None:  # before any step: the judge, the record and the reasons see placeholders
+            redacted = self._redacted(run)
+            run, fields["redactions"] = redacted.run, dict(redacted.counts)
         judge_results: ScorerJudgeResults | None = None
         completed: list[StepName] = []
         results = StepResults()
@@ -346,6 +361,8 @@ class Scorer:
         before it run (they are code). ``None`` when the scorer has no prompt step; a step whose later prompts
         depend on the judge's earlier answers cannot be shown without calling it."""
         run = self._run_of(input, output, None, request_context, ground_truth, span_attributes, resource_attributes)
+        if self.redactor is not None:  # what would be sent is what is shown
+            run = self._redacted(run).run
         results = StepResults()
         for name, step in self.steps:
             ctx = StepContext(run, results)
@@ -366,6 +383,17 @@ class Scorer:
             else:  # the score comes before any prompt: a code scorer up to its reason
                 return None
         return None
+
+    def _redacted(self, run: ScorerRun) -> RedactedRun:
+        """The run as its judges may read it; a redactor that fails fails the run before any step (nothing is sent
+        unredacted), with an error that names the failure, never the run's content."""
+        assert self.redactor is not None
+        try:
+            return self.redactor.redact(run)
+        except Exception as exc:
+            first: StepName = self.steps[0][0] if self.steps else "generate_score"
+            cause = RedactionError(f"redaction failed ({type(exc).__name__}); the run was not sent to the judge")
+            raise ScorerRunError(failed_step=first, completed_steps=(), result=None, cause=cause) from None
 
     async def _run_prompt_step(
         self,
@@ -435,8 +463,9 @@ class Scorer:
         if isinstance(cause, _FailureWithJudge):
             judge_results, cause = cause.judge_results, cause.cause
         snapshot: ScorerRunResult | None = None
-        if fields or judge_results is not None:
-            # Only what completed, plus run identity and input (Mastra's snapshot rule).
+        if fields.keys() - {"redactions"} or judge_results is not None:
+            # Only what completed, plus run identity and input (Mastra's snapshot rule); the redaction counts
+            # ride along once something completed.
             snapshot = ScorerRunResult(run_id=run.run_id, input=run.input, judge=judge_results, **fields)
         return ScorerRunError(failed_step=name, completed_steps=tuple(completed), result=snapshot, cause=cause)
 

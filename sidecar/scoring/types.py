@@ -213,6 +213,9 @@ class ScorerRunResult(_Record):
     generate_score_prompt: str | None = None
     generate_reason_prompt: str | None = None
     judge: ScorerJudgeResults | None = None
+    # Values of personal data replaced before any step read the run, by entity (docs/redaction.md): None when
+    # the scorer redacts nothing, empty when it looked and found none.
+    redactions: dict[str, int] | None = None
     not_scorable: NotScorableInfo | None = None
     input: JsonValue = None
     output: JsonValue = None

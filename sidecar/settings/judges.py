@@ -13,6 +13,7 @@ from pydantic import (
 
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _empty_is_unset, _Frozen
+from sidecar.settings.redaction import RedactSettings, switched
 
 __all__ = ["CircuitBreakerSettings", "JudgeSettings"]
 
@@ -48,6 +49,11 @@ class JudgeSettings(_Frozen):
     # waits for the window to free budget (every trace scored, late; the backlog waits in Kafka).
     on_spend_cap: Literal["shed", "hold"] = "shed"
     circuit_breaker: CircuitBreakerSettings = CircuitBreakerSettings()
+    # Personal data out of every run before this judge reads it (docs/redaction.md): a block of its own laid over
+    # the top-level redact block (false: none for this judge), unset for the top-level block as it is.
+    redact: RedactSettings | None = None
+
+    _redact_switch = field_validator("redact", mode="before")(switched)
 
     _unset = field_validator("api_base", "api_key", "deadline_s", "ca_bundle", mode="before")(_empty_is_unset)
 

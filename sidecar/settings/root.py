@@ -16,12 +16,14 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from exporters.registry import SettingsView
+from sidecar.redaction.engine import missing_packages
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _Frozen, _non_empty, redact
 from sidecar.settings.errors import _problem
 from sidecar.settings.exporters import ExportersSettings
 from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.kafka import KafkaSettings
+from sidecar.settings.redaction import RedactSettings, effective_redaction, switched
 from sidecar.settings.runtime import RuntimeSettings
 from sidecar.settings.scorers import ScorerSettings
 from sidecar.settings.sessions import SessionsSettings
@@ -56,10 +58,13 @@ class EvalSettings(_Frozen):
     exporters: ExportersSettings = ExportersSettings()
     # Conversations (scope: session); required by a live service with a session scorer.
     sessions: SessionsSettings | None = None
+    # Every judge's redaction unless its own block says otherwise (docs/redaction.md); unset: none.
+    redact: RedactSettings | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
     _not_empty = field_validator("scorers")(_non_empty)
+    _redact_switch = field_validator("redact", mode="before")(switched)
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -86,9 +91,30 @@ class EvalSettings(_Frozen):
                 problems.append(
                     _problem(("scorers", i, "judge"), f"kind {scorer.kind!r} needs a judge (judges: {judges})")
                 )
+        problems.extend(self._redaction_problems())
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
+
+    def _redaction_problems(self) -> list[InitErrorDetails]:
+        """Each redact block as the judges will run it; the packages once, at the first block."""
+        blocks: list[tuple[tuple[str | int, ...], RedactSettings]] = []
+        if self.redact is not None and self.redact.enabled:
+            blocks.append((("redact",), self.redact))
+        for name, judge in self.judges.items():
+            effective = effective_redaction(judge.redact, self.redact)
+            if judge.redact is not None and effective is not None:
+                blocks.append((("judges", name, "redact"), effective))
+        if not blocks:
+            return []
+        missing = missing_packages()
+        if missing is not None:
+            return [_problem(blocks[0][0], missing)]
+        return [_problem(path, problem) for path, block in blocks for problem in block.problems()]
+
+    def redaction_of(self, judge: str) -> RedactSettings | None:
+        """The redaction the judge named ``judge`` runs with (``None``: none)."""
+        return effective_redaction(self.judges[judge].redact, self.redact)
 
     def judge_models(self) -> dict[str, JudgeModel]:
         return {name: judge.to_judge_model() for name, judge in self.judges.items()}
