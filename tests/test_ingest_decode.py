@@ -154,7 +154,7 @@ def _check(data: bytes, config: IngestConfig) -> None:
     assert all(d.detail for d in result.dead_letters)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=2048), st.sampled_from([PROTO_CONFIG, JSON_CONFIG]))
 def test_arbitrary_bytes_never_raise(data: bytes, config: IngestConfig) -> None:
     result = ingest(data, config)
@@ -183,13 +183,13 @@ def _mutated(draw: st.DrawFn, original: bytes) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated(PROTO))
 def test_mutated_proto_records_never_raise(data: bytes) -> None:
     _check(data, PROTO_CONFIG)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutated(JSON))
 def test_mutated_json_records_never_raise(data: bytes) -> None:
     _check(data, JSON_CONFIG)
@@ -216,7 +216,7 @@ _message_keys = st.sampled_from(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_message_keys, _json_values, min_size=1, max_size=4))
 def test_arbitrary_message_content_is_a_run_or_an_unmappable_reject(content: dict[str, Any]) -> None:
     attrs = {n.GEN_AI_OPERATION_NAME: "invoke_agent", **{k: json.dumps(v) for k, v in content.items()}}
