@@ -7,11 +7,6 @@ from hypothesis import settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-# Property tests check what holds, not how fast: a per-example deadline fails them on a busy host (CI shares its
-# cores with brokers and servers the tests start), so none, unless a test sets one.
-settings.register_profile("sidecar", deadline=None)
-settings.load_profile("sidecar")
-
 from tests.support.broker import kafka_bootstrap, kafka_broker, new_topic, unique_name
 from tests.support.judge import (
     close_judges_at_exit,
@@ -61,3 +56,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if {"phoenix", "phoenix_session"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("phoenix"))
+
+# Property tests check what holds, not how fast: a per-example deadline fails them on a busy host (CI shares its
+# cores with brokers and servers the tests start), so none, unless a test sets one.
+settings.register_profile("sidecar", deadline=None)
+settings.load_profile("sidecar")
