@@ -57,6 +57,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if {"phoenix", "phoenix_session"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("phoenix"))
 
+
 # Property tests check what holds, not how fast: a per-example deadline fails them on a busy host (CI shares its
 # cores with brokers and servers the tests start), so none, unless a test sets one.
 settings.register_profile("sidecar", deadline=None)
