@@ -398,6 +398,8 @@ async def test_openmetrics_carries_trace_ids_as_exemplars(judge_server: JudgeSer
     assert exemplar_trace_ids("scoring_sidecar_scorer_runs_total") & failed
     # Exemplars exist only in OpenMetrics; the text format never shows them, and no label holds a trace id.
     assert "trace_id" not in plain
+    # No series of start times beside the counters and histograms (``_created``): nothing reads them.
+    assert "_created" not in plain and "_created" not in text
     for sample in samples:
         assert not any(t in v for t in scored | failed for v in sample.labels.values())
 

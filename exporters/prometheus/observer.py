@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
 
 from exporters.prometheus.families import (
@@ -66,6 +66,12 @@ class _RunSeries:
     score: Any = None
     latency: Any = None
     session_delay: Any = None
+
+
+# Counters and histograms export no ``<name>_created`` series: a start time per series (hundreds of them) that no
+# dashboard or alert reads, and that rate() already handles through counter resets. Process-wide in
+# prometheus_client, and the sidecar owns its process.
+disable_created_metrics()
 
 
 class SidecarMetrics(ServiceObserver):
