@@ -71,7 +71,7 @@ class _RunSeries:
 # Counters and histograms export no ``<name>_created`` series: a start time per series (hundreds of them) that no
 # dashboard or alert reads, and that rate() already handles through counter resets. Process-wide in
 # prometheus_client, and the sidecar owns its process.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class SidecarMetrics(ServiceObserver):

@@ -283,7 +283,7 @@ def demo(args: argparse.Namespace) -> int:
     import logging
 
     from sidecar.demo import DemoOptions, run_demo
-    from sidecar.embedded.broker import BrokerStartError
+    from sidecar.embedded.broker import BrokerStartError, missing_broker
 
     if (
         args.rate <= 0
@@ -319,6 +319,10 @@ def demo(args: argparse.Namespace) -> int:
         return 0
     from sidecar.runtime.startup import StartupFailure
 
+    missing = missing_broker()
+    if missing is not None:
+        print(f"demo: {missing}", file=sys.stderr)
+        return 2
     try:
         if args.serve:
             import tempfile

