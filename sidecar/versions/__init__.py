@@ -1,0 +1,4 @@
+"""Agent versions compared while traffic flows (docs/versions.md): the confidence sequences (``sequences``), the
+versions of each agent under a bounded set of labels (``registry``) and the comparison of the newest version against
+its reference per agent and scorer (``comparison``). Pure: no I/O, no clock of its own; the Prometheus gauges and the
+``compare`` command feed the same scores to the same code."""
