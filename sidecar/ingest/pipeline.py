@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core.runs import ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
@@ -31,6 +32,8 @@ class IngestConfig(BaseModel):
     # The scored span's own attributes each run keeps: the keys judges written in YAML read (none by default:
     # a configuration without such a judge copies nothing).
     span_attributes: frozenset[str] = frozenset()
+    # Where each run's version is read (docs/versions.md); its resource keys belong in resource_attributes.
+    versions: VersionAttributes = DEFAULT_VERSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ def process_record(value: bytes | None, config: IngestConfig) -> ProcessedRecord
         config.selection,
         resource_attributes=config.resource_attributes,
         span_attributes=config.span_attributes,
+        versions=config.versions,
     )
     letters = tuple(
         DeadLetter(DeadLetterReason(r.reason), r.detail, trace_id=r.trace_id, span_id=r.span_id) for r in result.rejects
@@ -114,7 +118,11 @@ def process_record_multi(
             skipped.append(SkipCounts())
             continue
         result = spans_to_runs(
-            traces, selection, resource_attributes=config.resource_attributes, span_attributes=config.span_attributes
+            traces,
+            selection,
+            resource_attributes=config.resource_attributes,
+            span_attributes=config.span_attributes,
+            versions=config.versions,
         )
         runs.append(result.runs)
         skipped.append(result.skipped)

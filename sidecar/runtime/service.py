@@ -124,6 +124,7 @@ class ScoringService:
                 dead_letter_topic=ingest.dead_letter_topic,
                 span_attributes=ingest.span_attributes,
                 turns=turns,
+                versions=ingest.versions,
             )
             if trace_scorers or turns is not None
             else None

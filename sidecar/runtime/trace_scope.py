@@ -28,6 +28,7 @@ from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, trace_runs
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core import ScorerRunRequest
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ReadyReason
@@ -67,6 +68,7 @@ class TraceScope:
         dead_letter_topic: str,
         span_attributes: frozenset[str] = frozenset(),
         turns: TurnPublishing | None = None,
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> None:
         self._scorers = tuple(scorers)
         self._highest_rate = max((s.selection.sample_rate for s in self._scorers), default=0.0)
@@ -80,6 +82,7 @@ class TraceScope:
         self._max_in_flight_runs = max_in_flight_runs
         self._dead_letter_topic = dead_letter_topic
         self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
+        self._versions = versions  # where each run's version is read
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
         self._publishing: dict[int, int] = {}  # turns being handed to their topic: their trace's oldest record (ms)
@@ -264,6 +267,7 @@ class TraceScope:
                     ready_reason=reason,
                     complete=complete,
                     span_attributes=self._span_attributes,
+                    versions=self._versions,
                 )
             runs.extend((configured, request) for request in result.runs)
             for reject in result.rejects:
@@ -285,6 +289,7 @@ class TraceScope:
                     selection,
                     ready_reason=reason,
                     complete=complete,
+                    versions=self._versions,
                 )
             for reject in result.rejects:
                 rejects.setdefault((reject.span_id, reject.reason), reject)

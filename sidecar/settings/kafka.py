@@ -15,6 +15,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from sidecar.conventions.selection import Selection
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.limits import RuntimeLimits
@@ -174,13 +175,16 @@ class KafkaSettings(_Frozen):
         *,
         resource_attributes: Iterable[str] = (),
         span_attributes: Iterable[str] = (),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> IngestConfig:
+        """What ingest reads and keeps; ``versions``' resource attributes are kept with the others."""
         return IngestConfig(
             topic=topic,
             encoding=self.encoding,
             dead_letter_topic=self.dead_letter_topic,
             max_record_bytes=self.max_record_bytes,
             selection=selection if selection is not None else Selection(),
-            resource_attributes=frozenset(resource_attributes),
+            resource_attributes=frozenset(resource_attributes) | versions.resource_keys,
             span_attributes=frozenset(span_attributes),
+            versions=versions,
         )
