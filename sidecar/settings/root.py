@@ -25,6 +25,7 @@ from sidecar.settings.kafka import KafkaSettings
 from sidecar.settings.runtime import RuntimeSettings
 from sidecar.settings.scorers import ScorerSettings
 from sidecar.settings.sessions import SessionsSettings
+from sidecar.settings.versions import VersionsSettings
 
 __all__ = ["EvalSettings", "Settings"]
 
@@ -56,6 +57,8 @@ class EvalSettings(_Frozen):
     exporters: ExportersSettings = ExportersSettings()
     # Conversations (scope: session); required by a live service with a session scorer.
     sessions: SessionsSettings | None = None
+    # Agent versions: where they are read, and the comparison of each agent's newest one (docs/versions.md).
+    versions: VersionsSettings = VersionsSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
