@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.embedded.traffic import DEMO_ROLLOUT, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
@@ -49,6 +49,8 @@ SUBSTITUTIONS = {
     "$scorer": ".*",
     "$agent": ".*",
     "$judge_model": ".*",
+    "$version_agent": ".*",
+    "$version_scorer": ".*",
 }
 
 # Panel targets allowed to return no data in this test, each with its reason. Keep it empty if you can.
@@ -110,7 +112,8 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     judge_server.reset(judge)
     spans = await new_topic("spans", partitions=2)
     scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
-    generator = TrafficGenerator(seed=17)
+    # support-bot's second version beside its first from the start: the version comparisons have runs to compare.
+    generator = TrafficGenerator(seed=17, rollout=dataclasses.replace(DEMO_ROLLOUT, after=0))
     await produce_traces(kafka_bootstrap, spans, list(generator.traces(20)), poison={3: POISON})
     # An agent span without its instructions (they are on its LLM child): prompt alignment judges it degraded.
     degraded = openinference_agent_with_llm_child()
@@ -144,6 +147,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     internal = unique_name("turns")
     await create_session_topic(kafka_bootstrap, internal, 1)
     sidecar.config["sessions"] = {"topic": internal, "idle_s": 1}
+    sidecar.config["versions"] = {"min_runs": 2}  # a comparison decides its reference window after a few runs
     judges = sidecar.config["judges"]
     judges["capped"] = {**judges["default"], "model": "openai/gpt-4o", "spend_cap_usd_per_hour": 0.002}
     sidecar.workdir.mkdir()
@@ -172,6 +176,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 'scoring_sidecar_judge_cost_usd_total{source="provider"}',
                 "scoring_sidecar_judge_spend_cap_usd",
                 'scoring_sidecar_score_count{scorer="frustration"}',
+                "scoring_sidecar_version_delta_upper",
             ]
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
