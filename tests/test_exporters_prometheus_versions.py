@@ -16,38 +16,9 @@ from exporters.prometheus.versions import VersionMetrics
 from sidecar.app.assembly import assemble
 from sidecar.app.worker_share import settings_for_worker
 from sidecar.backfill.metrics import mode_labelled
-from sidecar.core import ScoredRun
-from sidecar.core.runs import ScorerRunRequest, SpanTarget
-from sidecar.scoring import AgentRunInput
-from sidecar.scoring.types import ScorerRunResult
 from sidecar.settings import SettingsError, load_settings
 from sidecar.versions.comparison import ComparisonSettings
-
-START_NS = 1_700_000_000_000_000_000
-
-
-def scored(
-    scorer: str,
-    version: str | None,
-    score: float,
-    i: int,
-    *,
-    agent: str = "support-bot",
-    outcome: str = "scored",
-) -> ScoredRun:
-    target = SpanTarget(trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}", agent_name=agent, version=version)
-    return ScoredRun(
-        request=ScorerRunRequest(target=target, input=AgentRunInput(), output=()),
-        scorer_id=scorer,
-        scorer_name=scorer,
-        scorer_fingerprint=f"{scorer}-1",
-        outcome=outcome,  # type: ignore[arg-type]
-        result=ScorerRunResult(run_id=f"r{i}", score=score),
-        error=None,
-        started_unix_nano=START_NS + i * 100_000_000,
-        finished_unix_nano=START_NS + i * 100_000_000 + 50_000_000,
-        agent_label=agent,
-    )
+from tests.support.versions import scored
 
 
 def samples(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:
