@@ -150,18 +150,19 @@ class Rollout:
         return dataclasses.replace(agent, version=self.version, conversations=self.conversations)
 
 
-# The demo's release: support-bot 3.2.0 answers as helpfully but forgets the numbered steps its instructions ask for,
-# and is rude once in a while: worse on prompt alignment, the same on answer relevancy (docs/versions.md).
+# The demo's release: support-bot 3.2.0 answers as 3.1.0 does, but looks the account up with the wrong tool
+# (search_docs instead of lookup_account): worse on tool-call accuracy, the same on every scorer that reads the answer
+# (docs/versions.md).
 DEMO_ROLLOUT = Rollout(
     agent="support-bot",
     version="3.2.0",
     conversations=(
         Conversation(
-            "partial",
+            "excellent",
             "How do I reset my password on the account settings page",
-            "To reset your password open the account settings page, choose 'Reset password' and follow the link we "
-            "email you to set a new password.",
-            tool="lookup_account",
+            "To reset your password:\n1. Open the account settings page.\n2. Choose 'Reset password'.\n"
+            "3. Follow the link we email you to set a new password.",
+            tool="search_docs",
         ),
         Conversation(
             "poor",
@@ -170,7 +171,7 @@ DEMO_ROLLOUT = Rollout(
             tool="send_email",
         ),
     ),
-    after=60,
+    after=30,
     share=0.5,
 )
 
