@@ -8,19 +8,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.versions.sequences import MeanSequence, difference_bounds, mean_trajectory, verdicts
+from sidecar.versions.sequences import (
+    MeanSequence,
+    StreamSequence,
+    difference_bounds,
+    mean_trajectory,
+    verdict,
+    verdicts,
+)
 
 scores = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min_size=1, max_size=200)
 alphas = st.floats(min_value=1e-4, max_value=0.5)
 
 
 def bounds_after_each(values: list[float], alpha: float) -> tuple[list[float], list[float]]:
-    sequence = MeanSequence(alpha)
+    """The service's stream, score by score."""
+    sequence = StreamSequence(alpha)
     lower, upper = [], []
     for value in values:
         sequence.update(value)
-        lower.append(float(sequence.lower[0]))
-        upper.append(float(sequence.upper[0]))
+        lower.append(sequence.lower)
+        upper.append(sequence.upper)
     return lower, upper
 
 
@@ -60,12 +68,12 @@ def test_streams_updated_together_are_the_streams_updated_alone(streams: list[li
         mask = [step < len(s) for s in streams]
         together.update([s[step] if step < len(s) else 0.0 for s in streams], mask)
     for i, values in enumerate(streams):
-        alone = MeanSequence(alpha)
+        alone = StreamSequence(alpha)  # the service's own, in plain floats
         alone.extend(values)
-        assert together.n[i] == alone.n[0] == len(values)
-        assert together.lower[i] == pytest.approx(alone.lower[0], abs=1e-12)
-        assert together.upper[i] == pytest.approx(alone.upper[0], abs=1e-12)
-        assert together.mean[i] == pytest.approx(sum(values) / len(values))
+        assert together.n[i] == alone.n == len(values)
+        assert together.lower[i] == pytest.approx(alone.lower, abs=1e-12)
+        assert together.upper[i] == pytest.approx(alone.upper, abs=1e-12)
+        assert together.mean[i] == pytest.approx(alone.mean) == pytest.approx(sum(values) / len(values))
 
 
 @settings(max_examples=100, deadline=None)
@@ -115,18 +123,21 @@ def test_the_difference_is_read_in_the_better_direction() -> None:
 @given(st.floats(min_value=-1, max_value=1), st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=0.5))
 def test_a_verdict_needs_the_whole_interval_beyond_min_effect(lower: float, width: float, min_effect: float) -> None:
     upper = lower + width
-    verdict = verdicts(np.array([lower]), np.array([upper]), min_effect)[0]
-    assert verdict == (-1 if upper < -min_effect else 1 if lower > min_effect else 0)
+    expected = -1 if upper < -min_effect else 1 if lower > min_effect else 0
+    assert (
+        verdict(lower, upper, min_effect) == verdicts(np.array([lower]), np.array([upper]), min_effect)[0] == expected
+    )
 
 
 def test_out_of_range_scores_and_levels_are_refused() -> None:
-    sequence = MeanSequence(0.05)
-    for bad in (1.5, -0.1, float("nan")):
-        with pytest.raises(ValueError, match=r"scores must lie in \[0, 1\]"):
-            sequence.update(bad)
-    assert sequence.n[0] == 0
+    for sequence in (MeanSequence(0.05), StreamSequence(0.05)):
+        for bad in (1.5, -0.1, float("nan")):
+            with pytest.raises(ValueError, match=r"scores must lie in \[0, 1\]"):
+                sequence.update(bad)
+        assert not np.any(sequence.n)
     for level in (0.0, 1.0, -0.1):
-        with pytest.raises(ValueError, match="alpha must be in"):
-            MeanSequence(level)
+        for kind in (MeanSequence, StreamSequence):
+            with pytest.raises(ValueError, match="alpha must be in"):
+                kind(level)
     with pytest.raises(ValueError, match="min_effect"):
         verdicts(np.array([0.0]), np.array([0.1]), 1.0)

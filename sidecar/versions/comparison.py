@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from sidecar.versions.registry import OTHER, AgentVersions
-from sidecar.versions.sequences import MeanSequence, Verdict, difference_bounds, verdicts
+from sidecar.versions.sequences import StreamSequence, Verdict, difference_bounds, verdict
 
 __all__ = [
     "ROLLOUT_FACTOR",
@@ -123,7 +123,7 @@ class _Comparison:
         self.higher_is_better = higher_is_better
         self._settings = settings
         level = settings.stream_alpha
-        self.new, self.concurrent, self.before = MeanSequence(level), MeanSequence(level), MeanSequence(level)
+        self.new, self.concurrent, self.before = StreamSequence(level), StreamSequence(level), StreamSequence(level)
         self.before.extend(baseline)
         self.mode: Mode = "pending"
 
@@ -136,27 +136,25 @@ class _Comparison:
             return
         if self.mode == "pending":
             runs = self._settings.min_runs
-            if self.concurrent.n[0] >= runs:
+            if self.concurrent.n >= runs:
                 self.mode = "concurrent"
-            elif self.new.n[0] >= ROLLOUT_FACTOR * runs and self.before.n[0] >= runs:
+            elif self.new.n >= ROLLOUT_FACTOR * runs and self.before.n >= runs:
                 self.mode = "before"
 
     def view(self, agent: str, scorer: str) -> ComparisonView:
         reference = self.before if self.mode == "before" else self.concurrent
-        mean, reference_mean = float(self.new.mean[0]), float(reference.mean[0])
+        mean, reference_mean = self.new.mean, reference.mean
         delta = lower = upper = None
-        verdict: Verdict = 0
+        decided: Verdict = 0
         if self.mode != "pending":
             sign = 1.0 if self.higher_is_better else -1.0
             delta = sign * (mean - reference_mean)
-            low, high = difference_bounds(
+            lower, upper = difference_bounds(
                 (self.new.lower, self.new.upper),
                 (reference.lower, reference.upper),
                 higher_is_better=self.higher_is_better,
             )
-            lower, upper = float(low[0]), float(high[0])
-            found = int(verdicts(low, high, self._settings.min_effect)[0])
-            verdict = -1 if found < 0 else 1 if found > 0 else 0
+            decided = verdict(lower, upper, self._settings.min_effect)
         return ComparisonView(
             agent,
             scorer,
@@ -165,14 +163,14 @@ class _Comparison:
             self.since_ms,
             self.mode,
             self.higher_is_better,
-            int(self.new.n[0]),
+            self.new.n,
             mean,
-            int(reference.n[0]),
+            reference.n,
             reference_mean,
             delta,
             lower,
             upper,
-            verdict,
+            decided,
         )
 
 

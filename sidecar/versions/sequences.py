@@ -26,15 +26,17 @@ with a CS at ``alpha / 2``: ``[lower_new - upper_ref, upper_new - lower_ref]`` h
 ``1 - alpha`` at every moment (a union bound), whatever the order and the proportion in which the two streams
 arrive: a canary with 5 % of the traffic is no special case.
 
-Everything is vectorised over ``k`` independent streams (numpy arrays of shape ``(k,)``): the service keeps one
-per version and scorer (``k = 1``); the simulation in the tests runs a thousand comparisons at once through the
-same code.
+The service keeps one stream per version and scorer and updates it after every score: :class:`StreamSequence`, in
+plain floats (a numpy call on one number costs more than the arithmetic). :class:`MeanSequence` is the same update
+vectorised over ``k`` independent streams and :func:`mean_trajectory` the same over time, for simulations of many
+comparisons; property tests hold the three equal.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Final, Literal
+from collections.abc import Iterable
+from typing import Final, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -43,13 +45,16 @@ __all__ = [
     "BET_CAP",
     "TUNING_ALPHA",
     "MeanSequence",
+    "StreamSequence",
     "Verdict",
     "difference_bounds",
     "mean_trajectory",
+    "verdict",
     "verdicts",
 ]
 
 Floats = NDArray[np.float64]
+Bound = TypeVar("Bound", float, Floats)
 # -1: the new version is worse by more than min_effect; +1: better by more than min_effect; 0: not decided.
 Verdict = Literal[-1, 0, 1]
 
@@ -70,6 +75,61 @@ def _check_scores(x: Floats) -> Floats:
     if not bool(np.all((x >= 0.0) & (x <= 1.0))):  # also refuses NaN
         raise ValueError("scores must lie in [0, 1] (normalise by the scorer's scale first)")
     return x
+
+
+class StreamSequence:
+    """The confidence sequence at level ``alpha`` for the mean of one stream of scores in [0, 1], score by score:
+    ``lower`` and ``upper`` (0 and 1 before any score), ``n`` scores seen, ``mean`` their plain mean (NaN before)."""
+
+    __slots__ = (
+        "_log",
+        "_mu",
+        "_penalty",
+        "_squares",
+        "_sum",
+        "_variance",
+        "_weight",
+        "_weighted",
+        "alpha",
+        "lower",
+        "n",
+        "upper",
+    )
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = _check_alpha(alpha)
+        self._log = math.log(2.0 / alpha)
+        self.n = 0
+        self._sum = self._squares = 0.0
+        self._mu, self._variance = 0.5, 0.25
+        self._weight = self._weighted = self._penalty = 0.0
+        self.lower, self.upper = 0.0, 1.0
+
+    @property
+    def mean(self) -> float:
+        return self._sum / self.n if self.n else math.nan
+
+    def update(self, x: float) -> None:
+        if not (0.0 <= x <= 1.0):  # also refuses NaN
+            raise ValueError("scores must lie in [0, 1] (normalise by the scorer's scale first)")
+        t = self.n + 1
+        bet = min(math.sqrt(_TUNING / (self._variance * t * math.log1p(t))), BET_CAP)
+        self._penalty += 4.0 * (x - self._mu) ** 2 * (-math.log1p(-bet) - bet) / 4.0
+        self.n = t
+        self._sum += x
+        self._mu = (0.5 + self._sum) / (t + 1)
+        self._squares += (x - self._mu) ** 2
+        self._variance = (0.25 + self._squares) / (t + 1)
+        self._weight += bet
+        self._weighted += bet * x
+        centre = self._weighted / self._weight
+        margin = (self._log + self._penalty) / self._weight
+        self.lower = max(self.lower, min(max(centre - margin, 0.0), 1.0))
+        self.upper = min(self.upper, min(max(centre + margin, 0.0), 1.0))
+
+    def extend(self, scores: Iterable[float]) -> None:
+        for score in scores:
+            self.update(score)
 
 
 def _bets(t: Floats, variance: Floats) -> Floats:
@@ -158,13 +218,6 @@ class MeanSequence:
         self.lower = np.where(chosen, lower, self.lower)
         self.upper = np.where(chosen, upper, self.upper)
 
-    def extend(self, scores: ArrayLike) -> None:
-        """Every score of ``scores`` in order, on a single stream (``size == 1``)."""
-        if self.n.shape != (1,):
-            raise ValueError("extend feeds one stream: use update for several")
-        for score in np.asarray(scores, dtype=np.float64).ravel():
-            self.update(score)
-
 
 def mean_trajectory(scores: ArrayLike, alpha: float) -> tuple[Floats, Floats]:
     """The bounds of :class:`MeanSequence` after each score of every row of ``scores`` (shape ``(k, n)``: ``k``
@@ -190,25 +243,34 @@ def mean_trajectory(scores: ArrayLike, alpha: float) -> tuple[Floats, Floats]:
 
 
 def difference_bounds(
-    new: tuple[ArrayLike, ArrayLike], reference: tuple[ArrayLike, ArrayLike], *, higher_is_better: bool = True
-) -> tuple[Floats, Floats]:
+    new: tuple[Bound, Bound], reference: tuple[Bound, Bound], *, higher_is_better: bool = True
+) -> tuple[Bound, Bound]:
     """Bounds on ``mu_new - mu_ref`` in the better direction (negative: the new version is worse) from the two
-    streams' ``(lower, upper)``, each a CS at ``alpha / 2``: together a CS at ``alpha`` (union bound)."""
-    new_lower, new_upper = (np.asarray(b, dtype=np.float64) for b in new)
-    ref_lower, ref_upper = (np.asarray(b, dtype=np.float64) for b in reference)
-    lower: Floats = new_lower - ref_upper
-    upper: Floats = new_upper - ref_lower
+    streams' ``(lower, upper)`` (floats, or arrays of many comparisons), each a CS at ``alpha / 2``: together a CS at
+    ``alpha`` (union bound)."""
+    lower = new[0] - reference[1]
+    upper = new[1] - reference[0]
     if higher_is_better:
         return lower, upper
     return -upper, -lower
 
 
-def verdicts(lower: ArrayLike, upper: ArrayLike, min_effect: float) -> NDArray[np.int8]:
-    """-1 where the whole interval lies below ``-min_effect`` (a regression worth paging on), +1 where it lies
-    above ``+min_effect`` (an improvement), else 0. A wrong -1 needs one of the two streams' CS to miss its mean on
-    one side: at most alpha / 2 over the whole life of a comparison; a wrong verdict of either sign at most alpha."""
+def verdict(lower: float, upper: float, min_effect: float) -> Verdict:
+    """-1 when the whole interval lies below ``-min_effect`` (a regression worth paging on), +1 when it lies above
+    ``+min_effect`` (an improvement), else 0. A wrong -1 needs one of the two streams' CS to miss its mean on one side:
+    at most alpha / 2 over the whole life of a comparison; a wrong verdict of either sign at most alpha."""
+    _check_effect(min_effect)
+    return -1 if upper < -min_effect else 1 if lower > min_effect else 0
+
+
+def _check_effect(min_effect: float) -> None:
     if not (0.0 <= min_effect < 1.0):
         raise ValueError(f"min_effect must be in [0, 1), got {min_effect!r}")
+
+
+def verdicts(lower: ArrayLike, upper: ArrayLike, min_effect: float) -> NDArray[np.int8]:
+    """:func:`verdict` of many comparisons at once."""
+    _check_effect(min_effect)
     low = np.asarray(lower, dtype=np.float64)
     high = np.asarray(upper, dtype=np.float64)
     result: NDArray[np.int8] = np.where(high < -min_effect, -1, np.where(low > min_effect, 1, 0)).astype(np.int8)
