@@ -256,3 +256,13 @@ def test_the_same_runs_in_the_same_order_give_the_same_comparison() -> None:
     feed(first, observations)
     feed(second, observations)
     assert first.comparisons() == second.comparisons() and first.versions() == second.versions()
+
+
+def test_outgrowing_max_versions_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    comparisons = VersionComparisons(ComparisonSettings(max_versions=3))
+    with caplog.at_level("WARNING", logger="sidecar.versions.comparison"):
+        for i in range(10):
+            comparisons.observe(Observation("support-bot", "s", f"build-{i}", 0.5, i * 1000))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("agent 'support-bot' has more than 2 versions (versions.max_versions): 'build-0'")

@@ -19,6 +19,7 @@ service that produced them.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -37,6 +38,8 @@ __all__ = [
     "VersionComparisons",
     "VersionView",
 ]
+
+log = logging.getLogger(__name__)
 
 Mode = Literal["pending", "concurrent", "before"]
 # A new version this many times min_runs ahead of the reference's concurrent runs is a rollout, not a canary.
@@ -208,6 +211,7 @@ class VersionComparisons:
         self._seen_ids: OrderedDict[str, None] = OrderedDict()
         self._now_ms = 0
         self._next_forget_ms = 0
+        self._warned: set[str] = set()  # agents whose versions outgrew max_versions (said once each)
 
     def observe(self, observation: Observation) -> None:
         """One scored run. Raises ``ValueError`` for a score outside [0, 1]."""
@@ -232,6 +236,17 @@ class VersionComparisons:
         seen = versions.see(observation.version, observation.time_ms)
         for name in seen.displaced:
             self._drop(agent, name)
+        if seen.displaced and agent not in self._warned:
+            self._warned.add(agent)
+            log.warning(
+                "agent %r has more than %d versions (versions.max_versions): %s and the older ones are labelled "
+                "%r in the metrics from now on; many versions in a short time usually mean a build id or a commit in "
+                "the version attribute (versions.attributes)",
+                agent,
+                self.settings.max_versions - 1,
+                ", ".join(repr(name) for name in seen.displaced),
+                OTHER,
+            )
         if seen.released:
             for scorer, each in scorers.items():
                 self._start(agent, scorer, each, observation.version, observation.time_ms)
