@@ -266,3 +266,16 @@ def test_outgrowing_max_versions_is_said_once(caplog: pytest.LogCaptureFixture) 
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1, lines
     assert lines[0].startswith("agent 'support-bot' has more than 2 versions (versions.max_versions): 'build-0'")
+
+
+def test_a_scorer_first_seen_after_a_release_keeps_the_next_reference_window() -> None:
+    """tone's first run comes after 1.0 was released (by helpfulness's runs): its runs of 1.0 are still what a full
+    rollout of 1.1 is compared with."""
+    comparisons = VersionComparisons()
+    traffic = Traffic(comparisons, seed=11)
+    traffic.runs(50, {"1.0": 0.8}, {"1.0": 1}, scorer="helpfulness")
+    traffic.runs(300, {"1.0": 0.8}, {"1.0": 1}, scorer="tone")
+    traffic.runs(1000, {"1.1": 0.6}, {"1.1": 1}, scorer="tone")
+    view = the_comparison(comparisons, "tone")
+    assert (view.version, view.reference, view.mode, view.verdict) == ("1.1", "1.0", "before", -1)
+    assert view.reference_runs == 300

@@ -178,6 +178,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_window(command: argparse.ArgumentParser) -> None:
+    """``--config``, ``--from`` and ``--to``: the configuration of ``run`` and a past window of a topic (backfill,
+    compare)."""
+    command.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
+    command.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
+    )
+    command.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+
+
 def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compare = commands.add_parser(
         "compare",
@@ -189,17 +203,9 @@ def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "improvement). Exit 2: invalid options or configuration, an unknown scorer, a topic that does not exist, a "
         "window past retention or over --max-records; 4: the broker unreachable. docs/versions.md.",
     )
-    compare.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
+    _add_window(compare)
     compare.add_argument("--agent", required=True, metavar="NAME", help="the agent (its gen_ai.agent.name)")
     compare.add_argument("--scorer", required=True, metavar="ID", help="a scorer of the configuration")
-    compare.add_argument(
-        "--from",
-        dest="start",
-        required=True,
-        metavar="TIME",
-        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
-    )
-    compare.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
     compare.add_argument("--topic", metavar="TOPIC", help="the score topic (default: exporters.kafka_scores.topic)")
     compare.add_argument(
         "--max-records",
@@ -226,15 +232,7 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "(run it again) or not confirmed; 2: invalid options, configuration, a topic that does not exist or a "
         "window past the topic's retention; 4: the broker unreachable. docs/backfill.md.",
     )
-    backfill.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
-    backfill.add_argument(
-        "--from",
-        dest="start",
-        required=True,
-        metavar="TIME",
-        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
-    )
-    backfill.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+    _add_window(backfill)
     backfill.add_argument(
         "--scorer",
         dest="scorers",

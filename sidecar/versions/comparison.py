@@ -231,6 +231,7 @@ class VersionComparisons:
             self._scorers[agent] = {}
         scorers = self._scorers[agent]
         state = scorers.get(observation.scorer)
+        joined = state is None
         if state is None:
             state = scorers[observation.scorer] = _ScorerState(observation.higher_is_better)
         seen = versions.see(observation.version, observation.time_ms)
@@ -248,11 +249,10 @@ class VersionComparisons:
                 OTHER,
             )
         if seen.released:
-            for scorer, each in scorers.items():
-                self._start(agent, scorer, each, observation.version, observation.time_ms)
-        elif state.comparison is None and (newest := versions.newest) is not None:
-            # A scorer's first run for an agent whose newest version is already being compared.
-            self._start(agent, observation.scorer, state, newest.name, newest.first_seen_ms, only_if_compared=True)
+            for each in scorers.values():
+                self._start(agent, each, observation.version, observation.time_ms)
+        elif joined:
+            self._join(agent, state)
         counted = state.counted.setdefault(seen.label, _Counted())
         counted.runs += 1
         counted.total += observation.score
@@ -272,26 +272,16 @@ class VersionComparisons:
             self._seen_ids.popitem(last=False)
         return True
 
-    def _start(
-        self,
-        agent: str,
-        scorer: str,
-        state: _ScorerState,
-        version: str,
-        since_ms: int,
-        *,
-        only_if_compared: bool = False,
-    ) -> None:
-        """The comparison of ``version``, released at ``since_ms``, for one scorer of ``agent``; the release's own
-        baseline starts empty (it is the reference of the next one)."""
+    def _start(self, agent: str, state: _ScorerState, version: str, since_ms: int) -> None:
+        """The comparison of ``version``, released at ``since_ms``, for one scorer of ``agent``, against the
+        reference's runs before it that the scorer buffered; the release's own buffer starts (it is the reference of
+        the next one)."""
         versions = self._agents[agent]
         reference = versions.reference_of(version)
-        if only_if_compared and (reference is None or not self._compared(agent, version)):
-            return
         settings = self.settings
-        kept = {version, *([versions.pinned] if versions.pinned else [])}
         previous = state.baselines.get(reference) if reference is not None else None
         baseline = previous.before(since_ms, settings.baseline_window_s * 1000) if previous is not None else []
+        kept = self._buffered(versions)
         state.baselines = {name: b for name, b in state.baselines.items() if name in kept}
         for name in kept:
             state.baselines.setdefault(name, _Baseline(settings.baseline_max_runs))
@@ -301,9 +291,30 @@ class VersionComparisons:
             else _Comparison(version, reference, since_ms, state.higher_is_better, baseline, settings)
         )
 
-    def _compared(self, agent: str, version: str) -> bool:
-        """Whether another scorer of ``agent`` compares ``version`` already (it was released while it was known)."""
-        return any(s.comparison is not None and s.comparison.version == version for s in self._scorers[agent].values())
+    def _join(self, agent: str, state: _ScorerState) -> None:
+        """A scorer's first run of an agent whose versions are known: it buffers the newest (and the pinned
+        reference) from now on, and joins the newest's comparison when the other scorers compare it (with the
+        reference's concurrent runs only: it buffered none before the release)."""
+        versions = self._agents[agent]
+        for name in self._buffered(versions):
+            state.baselines.setdefault(name, _Baseline(self.settings.baseline_max_runs))
+        newest = versions.newest
+        if newest is None:
+            return
+        reference = versions.reference_of(newest.name)
+        others = self._scorers[agent].values()
+        if reference is not None and any(
+            s.comparison is not None and s.comparison.version == newest.name for s in others
+        ):
+            state.comparison = _Comparison(
+                newest.name, reference, newest.first_seen_ms, state.higher_is_better, [], self.settings
+            )
+
+    @staticmethod
+    def _buffered(versions: AgentVersions) -> set[str]:
+        """The versions whose recent runs are kept: the newest (the reference of the next release) and the pinned."""
+        newest = versions.newest
+        return {name for name in (newest.name if newest else None, versions.pinned) if name is not None}
 
     def _drop(self, agent: str, version: str) -> None:
         for state in self._scorers[agent].values():

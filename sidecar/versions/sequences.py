@@ -63,6 +63,21 @@ TUNING_ALPHA: Final = 0.025
 # The largest bet (c in Waudby-Smith and Ramdas): below 1, so that psi_E stays finite; 1/2 as the paper advises.
 BET_CAP: Final = 0.5
 _TUNING: Final = 2.0 * math.log(2.0 / TUNING_ALPHA)
+# A sequence's state, one stream or many: the six sums and estimates of the update, the level, the bounds, the count.
+_STATE: Final = (
+    "_log",
+    "_mu",
+    "_penalty",
+    "_squares",
+    "_sum",
+    "_variance",
+    "_weight",
+    "_weighted",
+    "alpha",
+    "lower",
+    "n",
+    "upper",
+)
 
 
 def _check_alpha(alpha: float) -> float:
@@ -81,20 +96,7 @@ class StreamSequence:
     """The confidence sequence at level ``alpha`` for the mean of one stream of scores in [0, 1], score by score:
     ``lower`` and ``upper`` (0 and 1 before any score), ``n`` scores seen, ``mean`` their plain mean (NaN before)."""
 
-    __slots__ = (
-        "_log",
-        "_mu",
-        "_penalty",
-        "_squares",
-        "_sum",
-        "_variance",
-        "_weight",
-        "_weighted",
-        "alpha",
-        "lower",
-        "n",
-        "upper",
-    )
+    __slots__ = _STATE
 
     def __init__(self, alpha: float) -> None:
         self.alpha = _check_alpha(alpha)
@@ -149,20 +151,7 @@ class MeanSequence:
     ``lower`` and ``upper`` are the current bounds (0 and 1 before any score), ``n`` the scores seen, ``mean`` their
     plain mean (NaN before any). ``update`` adds one score to every stream ``mask`` selects (all by default)."""
 
-    __slots__ = (
-        "_log",
-        "_mu",
-        "_penalty",
-        "_squares",
-        "_sum",
-        "_variance",
-        "_weight",
-        "_weighted",
-        "alpha",
-        "lower",
-        "n",
-        "upper",
-    )
+    __slots__ = _STATE
 
     def __init__(self, alpha: float, size: int = 1) -> None:
         self.alpha = _check_alpha(alpha)
