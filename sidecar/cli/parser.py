@@ -211,7 +211,7 @@ def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--max-records",
         type=int,
         metavar="N",
-        help="refuse a window holding more records of the topic than this (default 2000000)",
+        help="refuse a window holding more records of the topic than this (default 1000000; about 250 bytes each)",
     )
     compare.add_argument(
         "--include-backfill", action="store_true", help="also read a backfill's scores (scoreSource backfill)"

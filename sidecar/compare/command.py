@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -33,7 +34,8 @@ __all__ = ["DEFAULT_MAX_RECORDS", "CompareOptions", "run_compare"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RECORDS = 2_000_000  # records of the score topic one comparison reads at most
+# Records of the score topic one comparison reads at most: the scores it keeps take about 250 bytes each.
+DEFAULT_MAX_RECORDS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,10 @@ async def run_compare(settings: Settings, options: CompareOptions, *, out: TextI
     built = build_scorers(settings)
     directions = {i: (facts_for(s, built[i]).direction == "higher", s.scale) for i, s in scorers.items()}
     topic = options.topic or settings.exporters.kafka_scores.topic
-    read = await _read(settings, topic, window, options.max_records)
+    sources = {"live", "backfill"} if options.include_backfill else {"live"}
+    read = await _read(
+        settings, topic, window, options.max_records, lambda r: r.scorer in scorers and r.source in sources
+    )
     # Every configured scorer's scores of every agent, as the live process saw them: a version's release is its
     # first run of any scorer, and quiet versions are forgotten on the time of every agent's runs.
     comparisons = VersionComparisons(settings.versions.model_copy(update={"replicas": 1}).comparison())
@@ -71,8 +76,8 @@ async def run_compare(settings: Settings, options: CompareOptions, *, out: TextI
     unversioned = 0
     seen: set[str] = set()
     for row in read.rows:
-        known = directions.get(row.scorer)
-        if known is None or (row.source != "live" and not options.include_backfill) or row.score_id in seen:
+        known = directions[row.scorer]  # read only the configured scorers' scores (of the sources asked for)
+        if row.score_id in seen:
             continue
         seen.add(row.score_id)  # at-least-once: a redelivered run's score is the same score, read once
         higher, scale = known
@@ -83,7 +88,7 @@ async def run_compare(settings: Settings, options: CompareOptions, *, out: TextI
         if row.version is None:
             unversioned += mine
             continue
-        comparisons.observe(Observation(row.agent, row.scorer, row.version, score, row.time_ms, higher, row.score_id))
+        comparisons.observe(Observation(row.agent, row.scorer, row.version, score, row.time_ms, higher))
         if mine:
             chosen.append(row)
             chosen_scores.append(score)
@@ -123,7 +128,9 @@ async def run_compare(settings: Settings, options: CompareOptions, *, out: TextI
     return 0
 
 
-async def _read(settings: Settings, topic: str, window: Window, max_records: int) -> ScoresRead:
+async def _read(
+    settings: Settings, topic: str, window: Window, max_records: int, keep: Callable[[ScoreRow], bool]
+) -> ScoresRead:
     # A score is written a little after its run ended: the records of runs that ended before --to may be written
     # after it. The plan reads that much further (never past now); the scores' own times choose.
     end_ms = window.now_ms if window.open_ended else min(window.end.unix_ms + WRITE_SLACK_MS, window.now_ms)
@@ -144,7 +151,7 @@ async def _read(settings: Settings, topic: str, window: Window, max_records: int
                 "narrow --from and --to, or raise --max-records",
                 EXIT_INVALID,
             )
-        read = await read_scores(consumer, plan, start_ms=window.start.unix_ms, end_ms=window.end.unix_ms)
+        read = await read_scores(consumer, plan, start_ms=window.start.unix_ms, end_ms=window.end.unix_ms, keep=keep)
     finally:
         await consumer.stop()
     if read.unreadable:

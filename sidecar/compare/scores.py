@@ -13,8 +13,9 @@ decides whether it is in the window (a record is written a little after its run 
 from __future__ import annotations
 
 import json
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -69,14 +70,15 @@ def parse_score_record(value: bytes | None, *, partition: int = 0, offset: int =
         if isinstance(score, bool) or not isinstance(score, int | float):
             return None
         version = metadata.get("agentVersion")
+        # The names repeat from record to record: one string each, not one per record (a window holds millions).
         return ScoreRow(
             score_id=str(body["scoreId"]),
             time_ms=_unix_ms(str(body["timestamp"])),
-            scorer=str(body["scorerId"]),
-            agent=str(metadata.get("agentName") or _UNKNOWN_AGENT),
-            version=str(version) if version else None,
+            scorer=sys.intern(str(body["scorerId"])),
+            agent=sys.intern(str(metadata.get("agentName") or _UNKNOWN_AGENT)),
+            version=sys.intern(str(version)) if version else None,
             score=float(score),
-            source=str(body.get("scoreSource", "live")),
+            source=sys.intern(str(body.get("scoreSource", "live"))),
             partition=partition,
             offset=offset,
         )
@@ -88,8 +90,16 @@ def _unix_ms(text: str) -> int:
     return round(datetime.fromisoformat(text).timestamp() * 1000)
 
 
-async def read_scores(consumer: AIOKafkaConsumer, plan: WindowPlan, *, start_ms: int, end_ms: int) -> ScoresRead:
-    """Every score of the plan's partitions whose run ended in ``[start_ms, end_ms)``, by time."""
+async def read_scores(
+    consumer: AIOKafkaConsumer,
+    plan: WindowPlan,
+    *,
+    start_ms: int,
+    end_ms: int,
+    keep: Callable[[ScoreRow], bool] = lambda row: True,
+) -> ScoresRead:
+    """Every score of the plan's partitions whose run ended in ``[start_ms, end_ms)`` and that ``keep`` keeps (about
+    250 bytes each), by time."""
     ranges = {p.partition: (p.start, p.end) for p in plan.partitions if p.records}
     rows: list[ScoreRow] = []
     records = unreadable = 0
@@ -115,7 +125,7 @@ async def read_scores(consumer: AIOKafkaConsumer, plan: WindowPlan, *, start_ms:
                 row = parse_score_record(record.value, partition=tp.partition, offset=record.offset)
                 if row is None:
                     unreadable += 1
-                elif start_ms <= row.time_ms < end_ms:
+                elif start_ms <= row.time_ms < end_ms and keep(row):
                     rows.append(row)
         for tp in list(pending):
             if await consumer.position(tp) >= ranges[tp][1]:
