@@ -114,6 +114,8 @@ def score_record_json(run: ScoredRun) -> dict[str, Any] | None:
     metadata: dict[str, Any] = {
         "agentName": target.agent_name,
         "agentId": target.agent_id,
+        # The agent's version as traced (docs/versions.md): what `compare` groups the scores by.
+        "agentVersion": target.version,
         "serviceName": target.service_name,
         "model": target.model,
         "spanName": target.span_name or None,

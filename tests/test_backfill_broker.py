@@ -374,7 +374,7 @@ async def test_a_topic_that_does_not_exist_is_one_line_and_exit_2_and_is_not_cre
     assert code == 2, out + err
     assert failure_lines(err) == [
         f"scoring-sidecar backfill: topic {missing} does not exist on the Kafka broker at {kafka_bootstrap}: check "
-        "kafka.topics in the configuration, and that this is the broker the live service reads (nothing was created)"
+        "kafka.topics in the configuration, and that this is the broker the live service uses (nothing was created)"
     ]
     assert "Traceback" not in err
     consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)

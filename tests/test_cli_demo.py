@@ -77,6 +77,7 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
         start_new_session=True,  # the demo leads a session: whatever it leaves behind is found by session id
     )
     metrics_seen = ""
+    release = 'scoring_sidecar_version_runs{agent="support-bot",scorer="tool-call-accuracy",version="3.2.0"}'
     try:
         deadline = time.monotonic() + 25
         while time.monotonic() < deadline and process.poll() is None:
@@ -85,6 +86,7 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
                     text = response.read().decode()
                 if 'outcome="scored"' in text:
                     metrics_seen = text
+                if release in text:  # the demo's release is scored, counted by version (docs/versions.md)
                     break
             except (urllib.error.URLError, ConnectionError):
                 pass
@@ -101,6 +103,8 @@ def test_demo_runs_the_service_on_synthetic_traffic_and_stops_cleanly() -> None:
     assert "not a language model" in stdout.splitlines()[1]
     assert "scoring_sidecar_scorer_runs_total" in metrics_seen, "/metrics did not answer with scores while running"
     assert "scoring_sidecar_judge_tokens_total" in metrics_seen
+    assert release in metrics_seen, "support-bot's second version was not counted while the demo ran"
+    assert "release: support-bot 3.2.0 beside its first version" in stdout
     table = _final_table(stdout)
     for agent in AGENTS:
         for scorer in SCORERS:

@@ -205,7 +205,7 @@ def test_every_alert_has_summary_description_runbook_and_unit_tests() -> None:
     for alert in alerts:
         name = alert["alert"]
         assert {"summary", "description", "runbook_url"} <= set(alert["annotations"]), name
-        assert alert["labels"]["severity"] in ("page", "warning"), name
+        assert alert["labels"]["severity"] in ("page", "warning", "info"), name
         anchor = f"runbook-{name.lower()}"
         assert alert["annotations"]["runbook_url"].endswith(f"#{anchor}"), name
         assert f'<a id="{anchor}"></a>' in readme, f"deploy/README.md has no runbook section for {name}"
@@ -230,7 +230,11 @@ def test_alertmanager_config_is_valid_and_routes_by_severity() -> None:
     config = str(DEPLOY / "alertmanager" / "alertmanager.yml")
     check = subprocess.run(["amtool", "check-config", config], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    for severity, receiver in (("page", "scoring-sidecar-page"), ("warning", "scoring-sidecar-ticket")):
+    for severity, receiver in (
+        ("page", "scoring-sidecar-page"),
+        ("warning", "scoring-sidecar-ticket"),
+        ("info", "scoring-sidecar-info"),
+    ):
         route = subprocess.run(
             ["amtool", "config", "routes", "test", f"--config.file={config}", f"severity={severity}"],
             capture_output=True,

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from sidecar.embedded.heuristic_judge import heuristic_reply
-from sidecar.embedded.traffic import TrafficGenerator
+from sidecar.embedded.traffic import DEMO_ROLLOUT, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.conversations import Turn, turn_trace
 from tests.support.judge import SECRET_KEY
-from tests.support.prometheus_server import PrometheusServer, prometheus_binary
+from tests.support.prometheus_server import PrometheusServer, prometheus_binary, rules_with_short_for
 from tests.support.sessions import create_session_topic, produce_turns
 from tests.support.sidecar_process import SidecarProcess, free_port, produce_traces, sidecar_config
 from tests.support.trace_scope import openinference_agent_with_llm_child, produce_records
@@ -49,6 +49,8 @@ SUBSTITUTIONS = {
     "$scorer": ".*",
     "$agent": ".*",
     "$judge_model": ".*",
+    "$version_agent": ".*",
+    "$version_scorer": ".*",
 }
 
 # Panel targets allowed to return no data in this test, each with its reason. Keep it empty if you can.
@@ -110,7 +112,8 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     judge_server.reset(judge)
     spans = await new_topic("spans", partitions=2)
     scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
-    generator = TrafficGenerator(seed=17)
+    # support-bot's second version beside its first from the start: the version comparisons have runs to compare.
+    generator = TrafficGenerator(seed=17, rollout=dataclasses.replace(DEMO_ROLLOUT, after=0))
     await produce_traces(kafka_bootstrap, spans, list(generator.traces(20)), poison={3: POISON})
     # An agent span without its instructions (they are on its LLM child): prompt alignment judges it degraded.
     degraded = openinference_agent_with_llm_child()
@@ -144,6 +147,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     internal = unique_name("turns")
     await create_session_topic(kafka_bootstrap, internal, 1)
     sidecar.config["sessions"] = {"topic": internal, "idle_s": 1}
+    sidecar.config["versions"] = {"min_runs": 2}  # a comparison decides its reference window after a few runs
     judges = sidecar.config["judges"]
     judges["capped"] = {**judges["default"], "model": "openai/gpt-4o", "spend_cap_usd_per_hour": 0.002}
     sidecar.workdir.mkdir()
@@ -172,6 +176,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 'scoring_sidecar_judge_cost_usd_total{source="provider"}',
                 "scoring_sidecar_judge_spend_cap_usd",
                 'scoring_sidecar_score_count{scorer="frustration"}',
+                "scoring_sidecar_version_delta_upper",
             ]
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
@@ -244,23 +249,6 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     assert time.monotonic() - started < 60
 
 
-def rules_with_short_for(workdir: Path, for_s: int) -> list[Path]:
-    """A copy of the project's rule files with every alert's ``for:`` cut to ``for_s`` seconds, so a test sees an
-    alert go pending then firing in seconds. The expressions, labels and annotations are the project's own."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    copies = []
-    for path in RULE_FILES:
-        rules = yaml.safe_load(path.read_text())
-        for group in rules["groups"]:
-            for rule in group["rules"]:
-                if "alert" in rule and "for" in rule:
-                    rule["for"] = f"{for_s}s"
-        copy = workdir / path.name
-        copy.write_text(yaml.safe_dump(rules, sort_keys=False))
-        copies.append(copy)
-    return copies
-
-
 def dead_port() -> int:
     """A loopback port nobody listens on: bound, then closed (connections to it are refused)."""
     with socket.socket() as sock:
@@ -298,7 +286,7 @@ async def test_an_unreachable_judge_fires_judge_paused_in_a_real_prometheus(
     )
     sidecar.workdir.mkdir()
     # The project's rules, with every `for:` cut to 3 s (the real JudgePaused waits 5 min): pending, then firing.
-    rules = rules_with_short_for(tmp_path / "rules", 3)
+    rules = rules_with_short_for(RULE_FILES, tmp_path / "rules", 3)
     prometheus = PrometheusServer(tmp_path / "prometheus", targets=[f"127.0.0.1:{metrics_port}"], rule_files=rules)
     sidecar.start()
     prometheus.start()

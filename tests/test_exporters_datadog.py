@@ -71,7 +71,12 @@ def request_for(
     resource = (("deployment.environment.name", env),) if env else ()
     return ScorerRunRequest(
         target=SpanTarget(
-            trace_id=trace_id, span_id=span_id, agent_name="support", service_name=service, resource_attributes=resource
+            trace_id=trace_id,
+            span_id=span_id,
+            agent_name="support",
+            version="2.3.0",
+            service_name=service,
+            resource_attributes=resource,
         ),
         input=AgentRunInput(input_messages=(user_message("How do I reset my password?"),)),
         output=(assistant_message("Open Settings, then Reset password."),),
@@ -135,6 +140,7 @@ async def test_an_evaluation_joins_the_otel_span_by_its_decimal_ids(judge_server
         f"score_id:{run.score_id}",
         f"scoring_sidecar_version:{__version__}",
         "judge_model:openai/gpt-4o-mini",
+        "agent_version:2.3.0",
         "env:prod",
     ]
     failing = await scored(create_scorer(id="boom").generate_score(lambda ctx: 1 / 0))

@@ -78,6 +78,7 @@ def make_request(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> ScorerRunR
         convention="genai",
         agent_name="support",
         agent_id="agent-7",
+        version="2.3.0",
         service_name="shop",
         model="gpt-4o",
         end_time_unix_nano=FINISHED_NS - 5_000_000_000,
@@ -168,6 +169,7 @@ async def test_scored_run_record_through_the_broker(
         "metadata": {
             "agentName": "support",
             "agentId": "agent-7",
+            "agentVersion": "2.3.0",
             "serviceName": "shop",
             "model": "gpt-4o",
             "spanName": "invoke_agent support",

@@ -65,6 +65,7 @@ def request_for(
             trace_id=trace_id,
             span_id=span_id,
             agent_name="support",
+            version="2.3.0",
             end_time_unix_nano=SPAN_END_NS,
             resource_attributes=resource,
         ),
@@ -138,6 +139,7 @@ async def test_a_score_is_langfuses_score_of_the_scored_observation(judge_server
     assert metadata["judge_model"] == "openai/gpt-4o-mini" and metadata["judge_calls"] == 1
     assert (metadata["judge_input_tokens"], metadata["judge_output_tokens"]) == (80, 20)
     assert "judge_estimated_cost_usd" in metadata and "score" not in metadata
+    assert metadata["agent_name"] == "support" and metadata["agent_version"] == "2.3.0"
     failing = await scored(create_scorer(id="boom").generate_score(lambda ctx: 1 / 0))
     assert failing.outcome == "failed" and langfuse_score(failing) is None
 

@@ -85,6 +85,7 @@ def make_request(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> ScorerRunR
         span_name="invoke_agent support",
         convention="genai",
         agent_name="support",
+        version="2.3.0",
         service_name="shop",
         model="gpt-4o",
     )
@@ -210,6 +211,7 @@ async def test_a_judged_run_becomes_a_run_span_with_judge_children_and_an_evalua
     assert attrs[o.RUN_ID] == run.result.run_id
     assert attrs[o.RUN_OUTCOME] == "scored"
     assert attrs[o.AGENT_NAME] == "support"
+    assert attrs[o.AGENT_VERSION] == "2.3.0"
     assert attrs[o.GEN_AI_EVALUATION_NAME] == "Helpfulness"
     assert attrs[o.GEN_AI_EVALUATION_SCORE_VALUE] == pytest.approx(0.75)
     assert attrs[o.JUDGE_EXECUTION_COUNT] == 2

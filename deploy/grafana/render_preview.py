@@ -36,6 +36,8 @@ def substitute(expr: str, rate_interval: str) -> str:
         ("$scorer", ".*"),
         ("$agent", ".*"),
         ("$judge_model", ".*"),
+        ("$version_agent", ".*"),
+        ("$version_scorer", ".*"),
     ):
         expr = expr.replace(name, value)
     return expr
@@ -75,6 +77,16 @@ def fmt_unit(value: float, unit: str | None) -> str:
     if unit == "s":
         return f"{value:.2f}s"
     return f"{value:.3g}"
+
+
+def bands(panel: dict[str, Any]) -> list[tuple[str, str]]:
+    """(upper, lower) series names of each fillBelowTo override of the panel."""
+    found = []
+    for override in panel.get("fieldConfig", {}).get("overrides", []):
+        for prop in override.get("properties", []):
+            if prop["id"] == "custom.fillBelowTo":
+                found.append((override["matcher"]["options"], prop["value"]))
+    return found
 
 
 def render(base: str, out: Path, minutes: float, rate_interval: str) -> None:
@@ -125,6 +137,11 @@ def render(base: str, out: Path, minutes: float, rate_interval: str) -> None:
                 ax.imshow(grid, aspect="auto", origin="lower", cmap="inferno", extent=(-minutes, 0, 0, 1))
                 ax.set_ylabel("score", color=TEXT, fontsize=7)
             continue
+        for upper, lower in bands(panel):  # Grafana's fillBelowTo: a confidence band between two series
+            found = {name: (xs, ys) for name, xs, ys in series}
+            if upper in found and lower in found and len(found[upper][1]) == len(found[lower][1]):
+                ax.fill_between(found[upper][0], found[lower][1], found[upper][1], color="#5794f2", alpha=0.25)
+                series = [s for s in series if s[0] not in (upper, lower)]
         for i, (name, xs, ys) in enumerate(series[:12]):
             ax.plot(xs, ys, color=PALETTE[i % len(PALETTE)], linewidth=1.2, label=name[:48])
         if series:

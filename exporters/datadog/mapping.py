@@ -129,6 +129,8 @@ def datadog_evaluation(
     facts = judge_facts(run)
     if facts is not None:
         tags.extend(datadog_tag("judge_model", model) for model in facts.models)
+    if target.version is not None:  # the scored agent's version (docs/versions.md)
+        tags.append(datadog_tag("agent_version", target.version))
     environment = span_environment(target)
     if environment is not None:
         tags.append(datadog_tag("env", environment))

@@ -97,6 +97,7 @@ def _metadata(run: ScoredRun, score: float, label: str | None) -> dict[str, Any]
         "scorer_fingerprint": run.scorer_fingerprint,
         "run_id": result.run_id if result is not None else None,
         "agent_name": run.request.target.agent_name,
+        "agent_version": run.request.target.version,  # docs/versions.md
         "scope": run.request.scope,
         "source": "scoring-sidecar",
         "sidecar_version": __version__,

@@ -12,6 +12,7 @@
 from exporters.otlp.declaration import OtlpExporterSettings
 from exporters.otlp.mapping import (
     AGENT_NAME,
+    AGENT_VERSION,
     COST_SOURCE_LOCAL,
     COST_SOURCE_PROVIDER,
     ERROR_TYPE,
@@ -64,6 +65,7 @@ from exporters.otlp.sink import OtlpProtocol, OtlpTraceSink
 
 __all__ = [
     "AGENT_NAME",
+    "AGENT_VERSION",
     "COST_SOURCE_LOCAL",
     "COST_SOURCE_PROVIDER",
     "ERROR_TYPE",

@@ -58,6 +58,7 @@ from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord, S
 
 __all__ = [
     "AGENT_NAME",
+    "AGENT_VERSION",
     "COST_SOURCE_LOCAL",
     "COST_SOURCE_PROVIDER",
     "ERROR_TYPE",
@@ -139,6 +140,7 @@ SESSION_TURNS: Final = "scoring_sidecar.session.turns"
 SESSION_CLOSE_REASON: Final = "scoring_sidecar.session.close_reason"
 SESSION_COMPLETE: Final = "scoring_sidecar.session.complete"
 AGENT_NAME: Final = "scoring_sidecar.agent.name"  # the scored agent (not gen_ai.agent.name: we are not it)
+AGENT_VERSION: Final = "scoring_sidecar.agent.version"  # the scored agent's version, when traced (docs/versions.md)
 JUDGE_EXECUTION_COUNT: Final = "scoring_sidecar.judge.execution_count"
 JUDGE_ESTIMATED_COST_USD: Final = "scoring_sidecar.judge.estimated_cost_usd"  # sum over executions
 # Ours, on the judge execution spans.
@@ -232,6 +234,8 @@ def run_span_attributes(run: ScoredRun) -> dict[str, AttributeValue]:
         GEN_AI_EVALUATION_NAME: run.scorer_name,
         RUN_SCOPE: run.request.scope,
     }
+    if target.version is not None:
+        attrs[AGENT_VERSION] = target.version
     assembly = run.request.assembly
     if assembly is not None:
         attrs[RUN_TRACE_COMPLETE] = assembly.complete

@@ -11,7 +11,8 @@ drift apart:
   ``exporters.registry`` builds its sink from its own block (the assembly names none of them), and its
   metrics series, drop reasons and readiness come from that declaration and the sink; what a sink drops for
   good goes to the score dead letters (``exporters.dead_letters``), a checkpointed publisher of its own;
-- **observers**: the metrics (when given) and whatever the command listens with (the demo's summary,
+- **observers**: the metrics (when given), the agent versions' comparisons beside them (``versions.compare``), and
+  whatever the command listens with (the demo's summary,
   ``eval``'s table), behind one fan-out.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from exporters.dead_letters import ScoreDeadLetters
 from exporters.prometheus import SidecarMetrics
+from exporters.prometheus.versions import VersionMetrics
 from exporters.registry import ExporterContext, ExporterKind, KafkaConnection
 from sidecar.app.redactors import build_redactors, scorer_redaction
 from sidecar.app.scorer_factory import build_scorers, facts_for, kind_for
@@ -124,7 +126,13 @@ def assemble(
     call may wait for an unavailable judge (``None``: as long as it takes; ``eval`` bounds it). ``score_source``:
     what the score records say produced them (``backfill`` for a past window; the score ids do not change).
     """
-    observer = Observers([*([metrics] if metrics is not None else []), *observers])
+    # The agent versions' comparisons (docs/versions.md): gauges beside the metrics, fed by the same runs.
+    versions = (
+        VersionMetrics(settings.versions.comparison(workers=settings.runtime.workers), registry=metrics.registry)
+        if metrics is not None and settings.versions.compare
+        else None
+    )
+    observer = Observers([*([metrics] if metrics is not None else []), *([versions] if versions else []), *observers])
     judges: dict[str, AssembledJudge] = {}
     for name, judge_settings in settings.judges.items():
         model = judge_settings.to_judge_model()
@@ -188,6 +196,10 @@ def assemble(
                 scope=configured.scope,
                 late_spans=facts_of(configured).late_spans,
             )
+            if versions is not None:
+                versions.register_scorer(
+                    configured.scorer.id, direction=configured.facts.direction, scale=configured.scale
+                )
         for exporter, sink in exported:
             metrics.register_exporter(
                 sink.name,

@@ -93,6 +93,7 @@ def ingest_for(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> Inges
         kafka.topics[0],
         resource_attributes=kept_resource_attributes(settings, scorers),
         span_attributes=kept_span_attributes(scorers),
+        versions=settings.versions.version_attributes(),
     )
 
 

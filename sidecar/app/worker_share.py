@@ -42,9 +42,12 @@ def settings_for_worker(settings: Settings, index: int, count: int) -> Settings:
         sessions = sessions.model_copy(
             update={"max_bytes": max(sessions.max_session_bytes, worker_share(sessions.max_bytes, index, count))}
         )
+    # Each worker compares its share of the runs and any worker's verdict pages: the level is split between them.
+    versions = settings.versions.model_copy(update={"replicas": settings.versions.replicas * count})
     return settings.model_copy(
         update={
             "sessions": sessions,
+            "versions": versions,
             "judges": {name: _judge_for_worker(j, index, count) for name, j in settings.judges.items()},
             "runtime": runtime.model_copy(
                 update={

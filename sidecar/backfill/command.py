@@ -47,7 +47,7 @@ from sidecar.runtime.sources import AssignedPartitions, PartitionRange
 from sidecar.runtime.startup import EXIT_INVALID, StartupFailure, listen_failure
 from sidecar.settings import Settings
 
-__all__ = ["SCORE_SOURCE", "BackfillOptions", "run_backfill"]
+__all__ = ["SCORE_SOURCE", "BackfillOptions", "run_backfill", "start_consumer"]
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ async def _prepare(
         kafka.group_id, kafka.topics, window, [(c.scorer.id, c.scorer.fingerprint) for c in assembly.scorers]
     )
     ingest = ingest_for(settings, assembly.scorers)
-    planner = await _start_consumer(settings, group_id=None)
+    planner = await start_consumer(settings, group_id=None)
     try:
         plan = await plan_window(planner, kafka.topics, window, bootstrap=kafka.bootstrap_servers_str)
         left = _left(plan, await _committed(settings, group, plan))
@@ -256,20 +256,22 @@ def _left(plan: WindowPlan, committed: dict[TopicPartition, int]) -> int:
     return sum(p.end - min(max(committed.get(p.partition, p.start), p.start), p.end) for p in plan.partitions)
 
 
-async def _start_consumer(settings: Settings, *, group_id: str | None) -> AIOKafkaConsumer:
+async def start_consumer(settings: Settings, *, group_id: str | None, command: str = "backfill") -> AIOKafkaConsumer:
+    """A consumer of the configured cluster (``group_id`` None: none joined, nothing committed); raises
+    :class:`StartupFailure` (exit 4) with one line when the broker cannot be reached or refuses ``command``."""
     kafka = settings.kafka
     return await start_assigned_consumer(
         kafka.bootstrap_servers_str,
         kafka.consumer_options(),
         timeout_s=kafka.startup_timeout_s,
-        purpose="the backfill",
+        purpose=f"the {command}",
         group_id=group_id,
     )
 
 
 async def _committed(settings: Settings, group: str, plan: WindowPlan) -> dict[TopicPartition, int]:
     """What the backfill's group committed per partition (absent: nothing yet)."""
-    consumer = await _start_consumer(settings, group_id=group)
+    consumer = await start_consumer(settings, group_id=group)
     try:
         found = {p.partition: await consumer.committed(p.partition) for p in plan.partitions}
     finally:

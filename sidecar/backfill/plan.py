@@ -78,16 +78,23 @@ class WindowPlan:
 
 
 async def plan_window(
-    consumer: AIOKafkaConsumer, topics: Sequence[str], window: Window, *, bootstrap: str
+    consumer: AIOKafkaConsumer,
+    topics: Sequence[str],
+    window: Window,
+    *,
+    bootstrap: str,
+    setting: str = "kafka.topics",
+    verb: str = "score",
 ) -> WindowPlan:
     """The window's offsets in every partition of ``topics``, with ``consumer`` (no group: it is assigned and
-    seeks). Raises :class:`StartupFailure` (exit 2) for a topic that does not exist or a window past retention."""
+    seeks). Raises :class:`StartupFailure` (exit 2) for a topic that does not exist or a window past retention;
+    ``setting`` names where the topics are configured and ``verb`` what the command does with the records."""
     partitions = topic_partitions(consumer, topics)
     for topic in topics:
         if not any(tp.topic == topic for tp in partitions):
             raise StartupFailure(
-                f"topic {topic} does not exist on the Kafka broker at {bootstrap}: check kafka.topics in the "
-                "configuration, and that this is the broker the live service reads (nothing was created)",
+                f"topic {topic} does not exist on the Kafka broker at {bootstrap}: check {setting} in the "
+                "configuration, and that this is the broker the live service uses (nothing was created)",
                 EXIT_INVALID,
             )
     earliest: dict[TopicPartition, int] = await consumer.beginning_offsets(partitions)
@@ -97,6 +104,7 @@ async def plan_window(
         _refuse_past_retention(
             topic,
             window,
+            verb,
             [
                 _Deleted(tp.partition, earliest[tp], oldest[tp])
                 for tp in partitions
@@ -151,7 +159,7 @@ async def _oldest_kept(
     return oldest
 
 
-def _refuse_past_retention(topic: str, window: Window, deleted: list[_Deleted]) -> None:
+def _refuse_past_retention(topic: str, window: Window, verb: str, deleted: list[_Deleted]) -> None:
     # A partition that lost records and whose oldest record left is younger than --from may have lost records
     # of the window. One that kept nothing says nothing of when its records were written: warned, not refused.
     lost = [d for d in deleted if d.oldest_ms is not None and d.oldest_ms > window.start.unix_ms]
@@ -175,7 +183,7 @@ def _refuse_past_retention(topic: str, window: Window, deleted: list[_Deleted]) 
     whole = " (the whole window is gone)" if resume_ms >= window.end.unix_ms else ""
     raise StartupFailure(
         f"the window starts at {utc_text(window.start.unix_ms)}, before what topic {topic} still retains{whole}: "
-        f"{named}{more}; records written before the oldest left were deleted by retention: to score what remains, "
+        f"{named}{more}; records written before the oldest left were deleted by retention: to {verb} what remains, "
         f"run again with --from {utc_text(resume_ms)}",
         EXIT_INVALID,
     )

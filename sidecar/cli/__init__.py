@@ -68,4 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded("run", lambda: commands.run(args))
     if args.command == "backfill":
         return _guarded("backfill", lambda: commands.backfill(args))
+    if args.command == "compare":
+        return _guarded("compare", lambda: commands.compare(args))
     return 2

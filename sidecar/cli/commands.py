@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the settings module imports pydantic and the scorer library
     from sidecar.scoring import Scorer
     from sidecar.settings import EvalSettings, SettingsError
 
-__all__ = ["backfill", "demo", "eval_", "preview", "run", "validate"]
+__all__ = ["backfill", "compare", "demo", "eval_", "preview", "run", "validate"]
 
 
 def preview(args: argparse.Namespace) -> int:
@@ -267,6 +267,38 @@ def backfill(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before scoring started (once it has, Ctrl-C stops it cleanly and it says so)
         print("backfill: interrupted before scoring started; nothing was committed", file=sys.stderr)
         return 1
+
+
+def compare(args: argparse.Namespace) -> int:
+    """A window of the score topic through the version comparison. 0: printed; 2: invalid options, configuration,
+    scorer, topic or window; 4: the broker unreachable."""
+    import logging
+    from pathlib import Path
+
+    from sidecar.compare import DEFAULT_MAX_RECORDS, CompareOptions, run_compare
+    from sidecar.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(Path(args.config))
+    except SettingsError as exc:
+        return _invalid(args.config, exc)
+    if args.max_records is not None and args.max_records < 1:
+        print("compare: --max-records must be at least 1", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    options = CompareOptions(
+        agent=args.agent,
+        scorer=args.scorer,
+        start=args.start,
+        end=args.end,
+        topic=args.topic,
+        max_records=DEFAULT_MAX_RECORDS if args.max_records is None else args.max_records,
+        include_backfill=args.include_backfill,
+        json=args.json,
+    )
+    return asyncio.run(run_compare(settings, options, out=sys.stdout))
 
 
 def _confirm(prompt: str) -> bool:

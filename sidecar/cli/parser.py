@@ -21,9 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
         "services, no API key).",
         epilog="Exit codes: 0 success; 1 a runtime failure (or, for eval, a threshold breached; for backfill, a "
         "window not finished); 2 an invalid configuration, dataset or option (run: also a metrics port that cannot "
-        "be bound; backfill: also a topic that does not exist or a window past retention); 3 run: the stop "
-        "overran runtime.shutdown_timeout_s; eval: runs failed (--allow-failures: 0); 4 run, backfill: the Kafka "
-        "broker unreachable.",
+        "be bound; backfill, compare: also a topic that does not exist or a window past retention); 3 run: the stop "
+        "overran runtime.shutdown_timeout_s; eval: runs failed (--allow-failures: 0); 4 run, backfill, compare: the "
+        "Kafka broker unreachable.",
     )
     parser.add_argument("--version", action="version", version=f"scoring-sidecar {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
     _add_preview(commands)
     _add_backfill(commands)
+    _add_compare(commands)
     commands.add_parser(
         "kinds",
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
@@ -183,6 +184,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_window(command: argparse.ArgumentParser) -> None:
+    """``--config``, ``--from`` and ``--to``: the configuration of ``run`` and a past window of a topic (backfill,
+    compare)."""
+    command.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
+    command.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
+    )
+    command.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+
+
+def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="compare an agent's versions on one scorer over a window of the score topic (a release review)",
+        description="Read the score records of the score topic between --from and --to (without a consumer group), "
+        "feed them in order to the version comparison the live service keeps, and print it for one agent and "
+        "scorer: runs and mean score per version, then its newest version against its reference (the runs read, "
+        "the means, the difference with its anytime-valid bounds, the verdict: -1 regression, 0 undecided, +1 "
+        "improvement). Exit 2: invalid options or configuration, an unknown scorer, a topic that does not exist, a "
+        "window past retention or over --max-records; 4: the broker unreachable. docs/versions.md.",
+    )
+    _add_window(compare)
+    compare.add_argument("--agent", required=True, metavar="NAME", help="the agent (its gen_ai.agent.name)")
+    compare.add_argument("--scorer", required=True, metavar="ID", help="a scorer of the configuration")
+    compare.add_argument("--topic", metavar="TOPIC", help="the score topic (default: exporters.kafka_scores.topic)")
+    compare.add_argument(
+        "--max-records",
+        type=int,
+        metavar="N",
+        help="refuse a window holding more records of the topic than this (default 1000000; about 250 bytes each)",
+    )
+    compare.add_argument(
+        "--include-backfill", action="store_true", help="also read a backfill's scores (scoreSource backfill)"
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
 def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     backfill = commands.add_parser(
         "backfill",
@@ -196,15 +238,7 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "(run it again) or not confirmed; 2: invalid options, configuration, a topic that does not exist or a "
         "window past the topic's retention; 4: the broker unreachable. docs/backfill.md.",
     )
-    backfill.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration file of `run`")
-    backfill.add_argument(
-        "--from",
-        dest="start",
-        required=True,
-        metavar="TIME",
-        help="the window's start: ISO 8601 with a zone (2026-11-24T00:00:00Z) or relative to now (-7d, -36h, -90m)",
-    )
-    backfill.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+    _add_window(backfill)
     backfill.add_argument(
         "--scorer",
         dest="scorers",

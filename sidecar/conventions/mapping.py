@@ -50,6 +50,7 @@ class SpanView:
     resource_attributes: tuple[tuple[str, ResourceValue], ...] = ()
     # The span attributes the run keeps (``SpanTarget.span_attributes``), by key.
     kept_attributes: tuple[tuple[str, Any], ...] = ()
+    version: str | None = None  # the agent's version (conventions.versions), when one is read
 
 
 def _has_prefix(attributes: Mapping[str, Any], prefix: str) -> bool:
@@ -214,6 +215,7 @@ def map_span(view: SpanView) -> ScorerRunRequest | None:
         convention=in_convention or out_convention or "genai",
         agent_name=_opt_str(_first(a, names.GEN_AI_AGENT_NAME, names.OI_AGENT_NAME)),
         agent_id=_opt_str(_first(a, names.GEN_AI_AGENT_ID, names.MASTRA_LEGACY_AGENT_ID)),
+        version=view.version,
         service_name=view.service_name,
         resource_attributes=view.resource_attributes,
         span_attributes=view.kept_attributes,

@@ -119,6 +119,7 @@ def _target(turn: TurnSummary) -> SpanTarget:
         convention=turn.convention,
         agent_name=turn.agent_name,
         agent_id=turn.agent_id,
+        version=turn.version,
         service_name=turn.service_name,
         model=turn.model,
         end_time_unix_nano=turn.end_time_unix_nano,

@@ -78,6 +78,7 @@ class TurnSummary(_Summary):
     end_time_unix_nano: int
     agent_name: str | None = None
     agent_id: str | None = None
+    version: str | None = None  # the agent's version (docs/versions.md)
     service_name: str | None = None
     model: str | None = None
     convention: str = ""
@@ -247,6 +248,7 @@ def _summary(
         end_time_unix_nano=agent.span.end_time_unix_nano,
         agent_name=target.agent_name,
         agent_id=target.agent_id,
+        version=target.version,
         service_name=target.service_name,
         model=target.model,
         convention=target.convention,

@@ -13,6 +13,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 from sidecar.conventions.attributes import attributes_dict
 from sidecar.conventions.mapping import SpanView, agent_name_of, map_span
 from sidecar.conventions.selection import Selection, SpanKind, classify, sampled_in
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core import names
 from sidecar.core.runs import ResourceValue, ScorerRunRequest
 
@@ -113,6 +114,7 @@ def _view(
     attributes: Mapping[str, Any],
     resource: tuple[tuple[str, ResourceValue], ...] = (),
     keep: Collection[str] = (),
+    versions: VersionAttributes = DEFAULT_VERSIONS,
 ) -> SpanView:
     parent = span.parent_span_id
     return SpanView(
@@ -129,6 +131,7 @@ def _view(
         events=_events(span) if span.events else (),
         resource_attributes=resource,
         kept_attributes=kept_attributes(attributes, keep) if keep else (),
+        version=versions.version_of(attributes, resource),
     )
 
 
@@ -175,8 +178,9 @@ def span_view(
     attributes: Mapping[str, Any],
     resource: tuple[tuple[str, ResourceValue], ...] = (),
     keep: Collection[str] = (),
+    versions: VersionAttributes = DEFAULT_VERSIONS,
 ) -> SpanView:
-    return _view(span, kind, service, attributes, resource, keep)
+    return _view(span, kind, service, attributes, resource, keep, versions)
 
 
 def spans_to_runs(
@@ -185,12 +189,14 @@ def spans_to_runs(
     *,
     resource_attributes: Collection[str] = (),
     span_attributes: Collection[str] = (),
+    versions: VersionAttributes = DEFAULT_VERSIONS,
 ) -> MappingResult:
     """Every selected span of ``traces`` as a scorer run, or as a reject with its reason.
 
     ``resource_attributes``: resource attribute names whose (scalar) values each run keeps
     (``SpanTarget.resource_attributes``); ``span_attributes``: the scored span's attribute names each run
-    keeps (``SpanTarget.span_attributes``). Never raises on span content: malformed content becomes a
+    keeps (``SpanTarget.span_attributes``); ``versions``: where each run's version is read (a resource
+    attribute among them is read only when kept). Never raises on span content: malformed content becomes a
     :class:`SpanReject`.
     """
     runs: list[ScorerRunRequest] = []
@@ -222,7 +228,7 @@ def spans_to_runs(
                         if resource_attributes
                         else ()
                     )
-                view = _view(span, kind, service, admission.attributes, resource, span_attributes)
+                view = _view(span, kind, service, admission.attributes, resource, span_attributes, versions)
                 try:
                     run = map_span(view)
                 except _MAPPING_ERRORS as exc:

@@ -43,6 +43,7 @@ from sidecar.conventions.spans import (
     service_name_of,
     span_view,
 )
+from sidecar.conventions.versions import DEFAULT_VERSIONS, NO_VERSIONS, VersionAttributes
 from sidecar.core import names
 from sidecar.core.runs import ReadyReason, ResourceValue, RunAssembly, ScorerRunRequest, SpanTarget
 from sidecar.scoring.agent import (
@@ -226,6 +227,7 @@ def _assemble(
     ready_reason: ReadyReason,
     complete: bool,
     keep: Collection[str] = (),
+    version: str | None = None,
 ) -> ScorerRunRequest | None:
     llm_nodes: list[_Node] = []
     calls: list[ToolInvocation] = []
@@ -294,7 +296,7 @@ def _assemble(
     output = _answer(answers, calls, view_id, created)
     if not run_input.input_messages and not output and not run_input.system_messages:
         return None
-    target = base.target if base is not None else _target(node, keep)
+    target = base.target if base is not None else _target(node, keep, version)
     usage = [usage_of(n.attributes()) for n in llm_nodes]
     usage_in = [tokens for tokens, _ in usage if tokens is not None]
     usage_out = [tokens for _, tokens in usage if tokens is not None]
@@ -341,7 +343,8 @@ def _may_request_tools(span: Span) -> bool:
 def _map(node: _Node) -> ScorerRunRequest | None:
     kind = node.kind if node.kind in ("agent", "inference") else "inference"
     item = node.item
-    view = span_view(item.span, kind, item.service, node.attributes(), item.resource)  # type: ignore[arg-type]
+    # A child's content only: its version is its agent's business, not read.
+    view = span_view(item.span, kind, item.service, node.attributes(), item.resource, (), NO_VERSIONS)  # type: ignore[arg-type]
     try:
         return map_span(view)
     except _MAPPING_ERRORS:
@@ -359,7 +362,7 @@ def _answer_text(run: ScorerRunRequest | None) -> str | None:
     return texts[-1].text if texts else None
 
 
-def _target(node: _Node, keep: Collection[str] = ()) -> SpanTarget:
+def _target(node: _Node, keep: Collection[str] = (), version: str | None = None) -> SpanTarget:
     span = node.item.span
     attributes = node.attributes()
     parent = span.parent_span_id
@@ -371,6 +374,7 @@ def _target(node: _Node, keep: Collection[str] = ()) -> SpanTarget:
         span_name=span.name,
         kind="agent",
         agent_name=str(agent) if agent is not None else None,
+        version=version,
         service_name=node.item.service,
         end_time_unix_nano=span.end_time_unix_nano,
         resource_attributes=node.item.resource,
@@ -385,11 +389,13 @@ def trace_runs(
     ready_reason: ReadyReason,
     complete: bool | None = None,
     span_attributes: Collection[str] = (),
+    versions: VersionAttributes = DEFAULT_VERSIONS,
 ) -> MappingResult:
     """A run per selected agent span of one trace, each over its own subtree. Never raises on content.
 
     ``complete``: whether ``spans`` are the whole trace (default: ready because its root ended, then quiet).
-    ``span_attributes``: the agent span's attribute names each run keeps (``SpanTarget.span_attributes``)."""
+    ``span_attributes``: the agent span's attribute names each run keeps (``SpanTarget.span_attributes``);
+    ``versions``: where each run's version is read."""
     whole = ready_reason == "root_idle" if complete is None else complete
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
@@ -408,14 +414,16 @@ def trace_runs(
             chosen.append((node, admission.attributes))
     own_runs = {node.item.span.span_id for node, _ in chosen}
     for node, attributes in chosen:
-        view = span_view(node.item.span, "agent", node.item.service, attributes, node.item.resource, span_attributes)
+        view = span_view(
+            node.item.span, "agent", node.item.service, attributes, node.item.resource, span_attributes, versions
+        )
         try:
             base = map_span(view)
         except _MAPPING_ERRORS as exc:
             detail = f"{exc.__class__.__name__}: {exc}"[:300]
             rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
             continue
-        run = _assemble(node, base, own_runs, ready_reason, whole, span_attributes)
+        run = _assemble(node, base, own_runs, ready_reason, whole, span_attributes, view.version)
         if run is None:
             skipped["no_content"] += 1
         else:

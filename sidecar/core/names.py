@@ -15,6 +15,7 @@ SIDECAR_INTERNAL: Final = "scoring_sidecar.internal"
 
 # --- Resource ----------------------------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"
+SERVICE_VERSION: Final = "service.version"  # where a run's version is read by default, after the agent span's
 
 # --- OTel GenAI semantic conventions (current) --------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -23,6 +24,7 @@ GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_AGENT_VERSION: Final = "gen_ai.agent.version"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_SYSTEM: Final = "gen_ai.system"  # deprecated predecessor of gen_ai.provider.name
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"

@@ -62,6 +62,8 @@ class SpanTarget(BaseModel):
     convention: str = ""  # which mapping produced the run: genai, genai_legacy, openinference, mastra
     agent_name: str | None = None
     agent_id: str | None = None
+    # The agent's version (docs/versions.md), as ingest read it from the configured attributes; None: not traced.
+    version: str | None = None
     service_name: str | None = None
     model: str | None = None
     provider: str | None = None  # gen_ai.provider.name (or the older gen_ai.system, llm.provider)

@@ -35,7 +35,7 @@ from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.conversations import ConversationTraffic
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
-from sidecar.embedded.traffic import AGENTS, TrafficGenerator
+from sidecar.embedded.traffic import AGENTS, DEMO_ROLLOUT, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer
 
 __all__ = [
@@ -62,6 +62,15 @@ def _free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def _rollout_line() -> str:
+    """What the demo's release does, and where to watch it (docs/versions.md)."""
+    r = DEMO_ROLLOUT
+    return (
+        f"release: {r.agent} {r.version} beside its first version from trace {r.after} on ({r.share:.0%} of its "
+        "runs), worse on tool-call-accuracy only: watch scoring_sidecar_version_delta and _verdict"
+    )
+
+
 async def _produce(
     bootstrap: str,
     stop: asyncio.Event,
@@ -74,7 +83,7 @@ async def _produce(
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    generator = TrafficGenerator(seed=seed)
+    generator = TrafficGenerator(seed=seed, rollout=DEMO_ROLLOUT)
     conversations = ConversationTraffic(seed=seed)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
@@ -168,6 +177,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             f"at most {options.max_records} traces",
             file=out,
         )
+        print(_rollout_line(), file=out)
         if options.otlp_endpoint:
             print(f"OTLP export: {options.otlp_endpoint} ({options.otlp_protocol})", file=out)
         ending = f"stops after {options.duration_s:g}s or on Ctrl-C" if options.duration_s else "Ctrl-C stops"
@@ -347,6 +357,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
             file=out,
         )
         print(f"traffic: {options.rate:g} traces/s from {agents}, at most {options.max_records}", file=out)
+        print(_rollout_line(), file=out)
         print(f"config: {config_path}", file=out)
         print(
             f"ready: in another terminal: {runnable_command()} run --config {config_path}\n"

@@ -1,12 +1,15 @@
 """Synthetic agent traffic as an OTel Collector would write it to Kafka: real SDK spans, OTLP-encoded.
 
 Several agents, good / partial / poor answers, two conventions (OTel GenAI and OpenInference), with
-HTTP and database spans around each agent run, so that selection has something to skip. Used by the
+HTTP and database spans around each agent run, so that selection has something to skip. Each agent has a version
+(``gen_ai.agent.version`` on a GenAI agent span, ``service.version`` on an OpenInference agent's resource), and a
+:class:`Rollout` releases a second version of one agent beside the first (docs/versions.md). Used by the
 embedded demo and by the service's tests and benchmarks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Iterator, Sequence
@@ -21,7 +24,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
-__all__ = ["AGENTS", "AgentProfile", "Conversation", "GeneratedTrace", "TrafficGenerator", "agent_trace"]
+__all__ = [
+    "AGENTS",
+    "DEMO_ROLLOUT",
+    "AgentProfile",
+    "Conversation",
+    "GeneratedTrace",
+    "Rollout",
+    "TrafficGenerator",
+    "agent_trace",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,7 @@ class AgentProfile:
     system: str
     convention: str  # genai | openinference
     conversations: tuple[Conversation, ...]
+    version: str | None = None  # on the agent span (GenAI) or its resource's service.version (OpenInference)
 
 
 AGENTS: tuple[AgentProfile, ...] = (
@@ -70,6 +83,7 @@ AGENTS: tuple[AgentProfile, ...] = (
                 "    def __init__(self, value):\n        self.value = value",
             ),
         ),
+        version="1.4.0",
     ),
     AgentProfile(
         "travel-agent",
@@ -94,6 +108,7 @@ AGENTS: tuple[AgentProfile, ...] = (
                 "Have a nice trip! What a silly question.",
             ),
         ),
+        version="2025.06.1",
     ),
     AgentProfile(
         "support-bot",
@@ -115,7 +130,49 @@ AGENTS: tuple[AgentProfile, ...] = (
                 tool="send_email",
             ),
         ),
+        version="3.1.0",
     ),
+)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A second version of one agent, beside the first: from the ``after``-th trace of the traffic on, a ``share`` of
+    that agent's runs are ``version``, answering with its own ``conversations``."""
+
+    agent: str
+    version: str
+    conversations: tuple[Conversation, ...]
+    after: int = 0
+    share: float = 0.5
+
+    def profile_of(self, agent: AgentProfile) -> AgentProfile:
+        return dataclasses.replace(agent, version=self.version, conversations=self.conversations)
+
+
+# The demo's release: support-bot 3.2.0 answers as 3.1.0 does, but looks the account up with the wrong tool
+# (search_docs instead of lookup_account): worse on tool-call accuracy, the same on every scorer that reads the answer
+# (docs/versions.md).
+DEMO_ROLLOUT = Rollout(
+    agent="support-bot",
+    version="3.2.0",
+    conversations=(
+        Conversation(
+            "excellent",
+            "How do I reset my password on the account settings page",
+            "To reset your password:\n1. Open the account settings page.\n2. Choose 'Reset password'.\n"
+            "3. Follow the link we email you to set a new password.",
+            tool="search_docs",
+        ),
+        Conversation(
+            "poor",
+            "How do I export my invoices as PDF",
+            "Please contact support for any billing questions, that is not my job.",
+            tool="send_email",
+        ),
+    ),
+    after=30,
+    share=0.5,
 )
 
 
@@ -143,6 +200,7 @@ class GeneratedTrace:
     conversation_id: str | None = None
     turn: int = 0
     mood: str | None = None
+    version: str | None = None  # the agent's version
 
     @property
     def key(self) -> bytes:
@@ -200,11 +258,16 @@ def agent_trace(
     GenAI puts ``gen_ai.conversation.id`` on the agent span, OpenInference's ``using_session`` puts
     ``session.id`` on every span. Returns (trace id, agent span id, the export request)."""
     collector = _Collect()
-    provider = TracerProvider(resource=Resource.create({"service.name": agent.service}))
+    resource: dict[str, AttributeValue] = {"service.name": agent.service}
+    genai = agent.convention == "genai"
+    if agent.version is not None and not genai:
+        resource["service.version"] = agent.version
+    provider = TracerProvider(resource=Resource.create(resource))
     provider.add_span_processor(SimpleSpanProcessor(collector))
     tracer = provider.get_tracer("agent-app")
-    genai = agent.convention == "genai"
     attributes = _genai_attributes(agent, conversation) if genai else _openinference_attributes(agent, conversation)
+    if agent.version is not None and genai:
+        attributes["gen_ai.agent.version"] = agent.version
     every: dict[str, AttributeValue] = {}
     if conversation_id is not None:
         if genai:
@@ -230,18 +293,36 @@ def agent_trace(
 
 
 class TrafficGenerator:
-    """Builds traces one at a time; deterministic for a given seed."""
+    """Builds traces one at a time; deterministic for a given seed (and rollout)."""
 
-    def __init__(self, *, seed: int = 7, agents: Sequence[AgentProfile] = AGENTS, noise_spans: int = 2) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 7,
+        agents: Sequence[AgentProfile] = AGENTS,
+        noise_spans: int = 2,
+        rollout: Rollout | None = None,
+    ) -> None:
         self._random = random.Random(seed)
         self._agents = tuple(agents)
         self._noise = noise_spans
+        self._rollout = rollout
+        self._made = 0
 
     def trace(self) -> GeneratedTrace:
         agent = self._random.choice(self._agents)
+        rollout = self._rollout
+        if (
+            rollout is not None
+            and agent.name == rollout.agent
+            and self._made >= rollout.after
+            and self._random.random() < rollout.share
+        ):
+            agent = rollout.profile_of(agent)
+        self._made += 1
         conversation = self._random.choice(agent.conversations)
         trace_id, span_id, request = agent_trace(agent, conversation, noise_spans=self._noise)
-        return GeneratedTrace(trace_id, span_id, agent.name, conversation.quality, request)
+        return GeneratedTrace(trace_id, span_id, agent.name, conversation.quality, request, version=agent.version)
 
     def traces(self, count: int) -> Iterator[GeneratedTrace]:
         for _ in range(count):

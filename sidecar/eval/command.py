@@ -153,10 +153,17 @@ def _scores(configured: ConfiguredScorer, item: EvalItem) -> bool:
 def _ingest(settings: EvalSettings, assembly: Assembly) -> IngestConfig:
     """What runs found in records keep of their spans and resources: what the scorers read."""
     kafka = settings.kafka
-    base = kafka.ingest_config(kafka.topics[0]) if kafka is not None else IngestConfig()
+    versions = settings.versions.version_attributes()
+    base = (
+        kafka.ingest_config(kafka.topics[0], versions=versions)
+        if kafka is not None
+        else IngestConfig(versions=versions, resource_attributes=versions.resource_keys)
+    )
     return base.model_copy(
         update={
-            "resource_attributes": frozenset().union(*(c.facts.resource_attributes for c in assembly.scorers)),
+            "resource_attributes": versions.resource_keys.union(
+                *(c.facts.resource_attributes for c in assembly.scorers)
+            ),
             "span_attributes": frozenset().union(*(c.facts.span_attributes for c in assembly.scorers)),
         }
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from pydantic import BaseModel, ConfigDict, Field
 
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
 
@@ -30,6 +31,8 @@ class IngestConfig(BaseModel):
     # The scored span's own attributes each run keeps: the keys judges written in YAML read (none by default:
     # a configuration without such a judge copies nothing).
     span_attributes: frozenset[str] = frozenset()
+    # Where each run's version is read (docs/versions.md); its resource keys belong in resource_attributes.
+    versions: VersionAttributes = DEFAULT_VERSIONS
 
 
 @dataclass(frozen=True, slots=True)

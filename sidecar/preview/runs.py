@@ -57,10 +57,15 @@ class RecordsRead:
 
 def _ingest(settings: EvalSettings, configured: ConfiguredScorer, keep_resource: Iterable[str]) -> IngestConfig:
     kafka = settings.kafka
-    base = kafka.ingest_config(kafka.topics[0]) if kafka is not None else IngestConfig()
+    versions = settings.versions.version_attributes()
+    base = (
+        kafka.ingest_config(kafka.topics[0], versions=versions)
+        if kafka is not None
+        else IngestConfig(versions=versions, resource_attributes=versions.resource_keys)
+    )
     return base.model_copy(
         update={
-            "resource_attributes": frozenset(keep_resource),
+            "resource_attributes": frozenset(keep_resource) | versions.resource_keys,
             "span_attributes": configured.facts.span_attributes,
         }
     )

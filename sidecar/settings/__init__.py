@@ -16,7 +16,7 @@ Rules:
   ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
 
 Layout: one module per block of the file (``kafka``, ``judges``, ``scorers``, ``runtime``, ``sessions``,
-``exporters``), ``root``
+``versions``, ``exporters``), ``root``
 (the whole file and its cross-block rules), ``base`` (what the blocks share), ``loading`` (YAML with lines, ``${ENV}``,
 pydantic errors mapped to paths, lines and key suggestions), ``errors`` (what both report).
 """
@@ -36,6 +36,7 @@ from sidecar.settings.root import EvalSettings, Settings
 from sidecar.settings.runtime import RuntimeSettings, TraceBufferSettings
 from sidecar.settings.scorers import ScorerSettings, ScorerTargets, parse_python_kind, scope_refusal
 from sidecar.settings.sessions import SessionCapsSettings, SessionsSettings
+from sidecar.settings.versions import VersionsSettings
 
 __all__ = [
     "CircuitBreakerSettings",
@@ -57,6 +58,7 @@ __all__ = [
     "SettingsError",
     "SettingsProblem",
     "TraceBufferSettings",
+    "VersionsSettings",
     "expand_env",
     "load_eval_settings",
     "load_settings",

@@ -14,6 +14,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.limits import RuntimeLimits
@@ -172,12 +173,15 @@ class KafkaSettings(_Frozen):
         *,
         resource_attributes: Iterable[str] = (),
         span_attributes: Iterable[str] = (),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> IngestConfig:
+        """What ingest reads and keeps; ``versions``' resource attributes are kept with the others."""
         return IngestConfig(
             topic=topic,
             encoding=self.encoding,
             dead_letter_topic=self.dead_letter_topic,
             max_record_bytes=self.max_record_bytes,
-            resource_attributes=frozenset(resource_attributes),
+            resource_attributes=frozenset(resource_attributes) | versions.resource_keys,
             span_attributes=frozenset(span_attributes),
+            versions=versions,
         )

@@ -27,6 +27,7 @@ from sidecar.settings.redaction import RedactSettings, effective_redaction, swit
 from sidecar.settings.runtime import RuntimeSettings
 from sidecar.settings.scorers import ScorerSettings
 from sidecar.settings.sessions import SessionsSettings
+from sidecar.settings.versions import VersionsSettings
 
 __all__ = ["EvalSettings", "Settings"]
 
@@ -60,6 +61,8 @@ class EvalSettings(_Frozen):
     sessions: SessionsSettings | None = None
     # Every judge's redaction unless its own block says otherwise (docs/redaction.md); unset: none.
     redact: RedactSettings | None = None
+    # Agent versions: where they are read, and the comparison of each agent's newest one (docs/versions.md).
+    versions: VersionsSettings = VersionsSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 

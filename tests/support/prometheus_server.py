@@ -20,7 +20,7 @@ import yaml
 
 from tests.support.sidecar_process import free_port
 
-__all__ = ["PrometheusServer", "prometheus_binary"]
+__all__ = ["PrometheusServer", "prometheus_binary", "rules_with_short_for"]
 
 
 def prometheus_binary() -> str | None:
@@ -111,3 +111,20 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
+
+
+def rules_with_short_for(rule_files: list[Path], workdir: Path, for_s: int) -> list[Path]:
+    """A copy of ``rule_files`` with every alert's ``for:`` cut to ``for_s`` seconds, so a test sees an alert go
+    pending then firing in seconds. The expressions, labels and annotations are the project's own."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for path in rule_files:
+        rules = yaml.safe_load(path.read_text())
+        for group in rules["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule and "for" in rule:
+                    rule["for"] = f"{for_s}s"
+        copy = workdir / path.name
+        copy.write_text(yaml.safe_dump(rules, sort_keys=False))
+        copies.append(copy)
+    return copies

@@ -100,11 +100,15 @@ def offline_runs(
     stages (all there is: traces done once their root arrived, conversations quiet); ``ingest`` says what each run
     keeps of its span and its resource."""
     grouped = _by_scope(scorers)
-    resource, span = ingest.resource_attributes, ingest.span_attributes
+    resource, span, versions = ingest.resource_attributes, ingest.span_attributes, ingest.versions
     assemblies: dict[Scope, Callable[[list[ConfiguredScorer]], Assembly]] = {
-        "span": lambda chosen: SpanAssembly(chosen, resource_attributes=resource, span_attributes=span),
-        "trace": lambda chosen: TraceAssembly(chosen, resource_attributes=resource, span_attributes=span),
-        "session": lambda chosen: SessionAssembly(chosen, sessions or SessionLimits()),
+        "span": lambda chosen: SpanAssembly(
+            chosen, resource_attributes=resource, span_attributes=span, versions=versions
+        ),
+        "trace": lambda chosen: TraceAssembly(
+            chosen, resource_attributes=resource, span_attributes=span, versions=versions
+        ),
+        "session": lambda chosen: SessionAssembly(chosen, sessions or SessionLimits(), ingest.versions),
     }
     runs: list[OfflineRun] = []
     for scope, chosen in grouped.items():
@@ -134,6 +138,7 @@ def build_stages(
                 observer=observer,
                 resource_attributes=ingest.resource_attributes,
                 span_attributes=ingest.span_attributes,
+                versions=ingest.versions,
             )
         )
     conversation = grouped.get("session", [])
@@ -156,6 +161,7 @@ def build_stages(
             resource_attributes=ingest.resource_attributes,
             span_attributes=ingest.span_attributes,
             followers=followers,
+            versions=ingest.versions,
         )
         stages.append(traces)
     if turns is not None:

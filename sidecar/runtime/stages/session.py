@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.conventions.trace_runs import trace_runs
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core import Flushable
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.configured import ConfiguredScorer
@@ -45,9 +46,12 @@ class SessionAssembly(Assembly):
     """Records → conversations → runs, with no topic: each trace's turns as stage 1 makes them, grouped by
     conversation, each conversation one window closed as quiet (``idle``)."""
 
-    def __init__(self, scorers: Sequence[ConfiguredScorer], limits: SessionLimits) -> None:
+    def __init__(
+        self, scorers: Sequence[ConfiguredScorer], limits: SessionLimits, versions: VersionAttributes = DEFAULT_VERSIONS
+    ) -> None:
         self.scorers = tuple(scorers)
         self._turns = Turns(scorers, limits, ServiceObserver())
+        self._versions = versions
 
     def runs_of_records(self, records: Sequence[OfflineRecord]) -> list[OfflineRun]:
         conversations: dict[str, list[tuple[TurnSummary, str]]] = {}
@@ -55,7 +59,7 @@ class SessionAssembly(Assembly):
         for trace, reason, where in whole_traces(records):
             spans = trace.decoded()
             complete = reason == "root_idle" and not trace.cut_short
-            agents = trace_runs(spans, selection, ready_reason=reason, complete=complete).runs
+            agents = trace_runs(spans, selection, ready_reason=reason, complete=complete, versions=self._versions).runs
             for turn in self._turns.turns(spans, agents, complete=complete):
                 conversations.setdefault(turn.conversation_id, []).append((turn, where))
         runs: list[OfflineRun] = []

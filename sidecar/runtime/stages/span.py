@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.runtime.configured import ConfiguredScorer
@@ -50,6 +51,7 @@ class SpanAssembly(Assembly):
         *,
         resource_attributes: frozenset[str] = frozenset(),
         span_attributes: frozenset[str] = frozenset(),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> None:
         self.scorers = tuple(scorers)
         by_selection: dict[Selection, list[ConfiguredScorer]] = {}
@@ -58,6 +60,7 @@ class SpanAssembly(Assembly):
         self._by_selection = tuple((selection, tuple(group)) for selection, group in by_selection.items())
         self._resource_attributes = resource_attributes
         self._span_attributes = span_attributes
+        self._versions = versions  # where each run's agent version is read
 
     def of_record(self, traces: ExportTraceServiceRequest) -> SpanRuns:
         out = SpanRuns()
@@ -68,6 +71,7 @@ class SpanAssembly(Assembly):
                 selection,
                 resource_attributes=self._resource_attributes,
                 span_attributes=self._span_attributes,
+                versions=self._versions,
             )
             for configured in group:
                 out.runs.extend((configured, request) for request in result.runs)
@@ -101,9 +105,12 @@ class SpanStage(Stage):
         observer: ServiceObserver,
         resource_attributes: frozenset[str] = frozenset(),
         span_attributes: frozenset[str] = frozenset(),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> None:
         super().__init__(scorers)
-        self.assembly = SpanAssembly(scorers, resource_attributes=resource_attributes, span_attributes=span_attributes)
+        self.assembly = SpanAssembly(
+            scorers, resource_attributes=resource_attributes, span_attributes=span_attributes, versions=versions
+        )
         self._dispatcher = dispatcher
         self._observer = observer
 

@@ -28,6 +28,7 @@ from aiokafka import TopicPartition
 from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
+from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ReadyReason, ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, lone_span_request
@@ -91,11 +92,13 @@ class TraceAssembly(Assembly):
         resource_attributes: frozenset[str] = frozenset(),
         span_attributes: frozenset[str] = frozenset(),
         followers: Sequence[TraceFollower] = (),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> None:
         self.scorers = tuple(scorers)
         self.followers = tuple(followers)
         self.resource_attributes = resource_attributes
         self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
+        self.versions = versions  # where each run's agent version is read
 
     def of_trace(self, spans: Sequence[TraceSpan], reason: ReadyReason, *, complete: bool) -> TraceWork:
         work = TraceWork()
@@ -106,7 +109,12 @@ class TraceAssembly(Assembly):
             result = assembled.get(selection)
             if result is None:
                 result = assembled[selection] = trace_runs(
-                    spans, selection, ready_reason=reason, complete=complete, span_attributes=span_attributes
+                    spans,
+                    selection,
+                    ready_reason=reason,
+                    complete=complete,
+                    span_attributes=span_attributes,
+                    versions=self.versions,
                 )
                 for reject in result.rejects:
                     rejects.setdefault((reject.span_id, reject.reason), reject)
@@ -173,10 +181,15 @@ class TraceStage(Stage):
         resource_attributes: frozenset[str] = frozenset(),
         span_attributes: frozenset[str] = frozenset(),
         followers: Sequence[TraceFollower] = (),
+        versions: VersionAttributes = DEFAULT_VERSIONS,
     ) -> None:
         super().__init__(scorers)
         self.assembly = TraceAssembly(
-            scorers, resource_attributes=resource_attributes, span_attributes=span_attributes, followers=followers
+            scorers,
+            resource_attributes=resource_attributes,
+            span_attributes=span_attributes,
+            followers=followers,
+            versions=versions,
         )
         self._highest_rate = max((s.selection.sample_rate for s in self.scorers), default=0.0)
         self._every_trace = bool(followers)
