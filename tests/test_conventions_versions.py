@@ -21,8 +21,10 @@ from sidecar.conventions.versions import (
 )
 from sidecar.embedded.traffic import AGENTS, AgentProfile, agent_trace
 from sidecar.ingest import decode_traces
-from sidecar.ingest.pipeline import process_record
+from sidecar.runtime.configured import ConfiguredScorer
+from sidecar.runtime.stages import OfflineRecord, offline_runs
 from sidecar.settings.kafka import KafkaSettings
+from tests.support.custom_scorer import create_constant_scorer
 
 GENAI = next(a for a in AGENTS if a.convention == "genai")  # its version on the agent span
 OPENINFERENCE = next(a for a in AGENTS if a.convention == "openinference")  # on its resource (service.version)
@@ -36,9 +38,11 @@ def record_of(agent: AgentProfile) -> bytes:
 def test_the_agent_span_attribute_then_the_resource_by_default() -> None:
     config = KafkaSettings(bootstrap_servers="localhost:9092", topics=["spans"]).ingest_config("spans")
     assert "service.version" in config.resource_attributes  # kept so that it can be read
+    scorer = ConfiguredScorer(create_constant_scorer())
     for agent in (GENAI, OPENINFERENCE):
-        (run,) = process_record(record_of(agent), config).runs
-        assert run.target.version == agent.version
+        record = record_of(agent)
+        (run,) = offline_runs([scorer], [OfflineRecord(decode_traces(record), record, "test")], ingest=config)
+        assert run.request.target.version == agent.version
 
 
 def test_the_first_attribute_present_wins_in_the_configured_order() -> None:
