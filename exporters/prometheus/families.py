@@ -221,7 +221,7 @@ class ExporterFamilies:
         self.signal_disabled = Gauge(
             f"{P}_exporter_signal_disabled",
             "1 while an optional signal of the exporter is off because its receiver does not take it (OTLP "
-            "evaluation log records: set exporters.otlp.evaluation_logs: false for such a receiver), else 0.",
+            "evaluation log records: set exporters.otlp.events: span for such a receiver), else 0.",
             ["exporter", "signal"],
             registry=r,
         )
