@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -330,7 +331,9 @@ def test_the_block_reads_mlflows_own_variables_and_checks_what_it_can(monkeypatc
     with pytest.raises(ValidationError, match="required when the MLflow exporter is enabled"):
         MlflowExporterSettings(enabled=True)  # where the settings load (validate, run), the variable is read
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/mlruns")
-    with pytest.raises(ValidationError, match="http.s. URL in MLFLOW_TRACKING_URI .it holds 'file:///tmp/mlruns'"):
+    with pytest.raises(
+        ValidationError, match=re.escape("http(s) URL in MLFLOW_TRACKING_URI (it holds 'file:///tmp/mlruns')")
+    ):
         MlflowExporterSettings(enabled=True)
     env = {"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_EXPERIMENT_NAME": "agents"}
     monkeypatch.setenv("MLFLOW_TRACKING_URI", env["MLFLOW_TRACKING_URI"])
