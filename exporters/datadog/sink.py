@@ -171,10 +171,6 @@ class DatadogEvaluationSink(HttpBatchSink[DatadogEvaluation]):
     def __repr__(self) -> str:  # never the key
         return f"DatadogEvaluationSink(base_url={self.base_url!r})"
 
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
-
     def _evaluation(self, run: ScoredRun) -> DatadogEvaluation | None:
         score_id = run.score_id
         if score_id in self.sent or score_id in self._on_their_way:

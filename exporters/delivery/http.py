@@ -169,6 +169,11 @@ class HttpBatchSink(Generic[V]):
         return self._problem
 
     @property
+    def stored(self) -> int:
+        """Items the destination confirmed."""
+        return self._queue.confirmed
+
+    @property
     def dropped(self) -> dict[str, int]:
         return self._queue.dropped
 

@@ -166,10 +166,6 @@ class LangfuseScoreSink(HttpBatchSink[LangfuseScore]):
     def __repr__(self) -> str:  # never the keys
         return f"LangfuseScoreSink(base_url={self.base_url!r})"
 
-    @property
-    def stored(self) -> int:
-        return self._queue.confirmed
-
     def _score(self, run: ScoredRun) -> LangfuseScore | None:
         score = langfuse_score(run, self.environment)
         if score is not None and score.unusable_environment is not None:

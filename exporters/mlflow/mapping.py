@@ -134,14 +134,7 @@ def _metadata(run: ScoredRun) -> dict[str, str]:
         metadata["failed_step"] = run.error.failed_step
     facts = judge_facts(run)
     if facts is not None:
-        metadata.update(
-            judge_model=facts.model,
-            judge_calls=facts.calls,
-            judge_input_tokens=facts.input_tokens,
-            judge_output_tokens=facts.output_tokens,
-            judge_estimated_cost_usd=facts.estimated_cost_usd,
-            judge_cost_usd=facts.cost_usd,
-        )
+        metadata.update(facts.metadata())
     session = run.request.session
     if session is not None:
         metadata[SESSION_METADATA_KEY] = session.conversation_id

@@ -188,10 +188,6 @@ class MlflowAssessmentSink(HttpBatchSink[Assessment]):
         return f"MlflowAssessmentSink(tracking_uri={self.tracking_uri!r})"
 
     @property
-    def stored(self) -> int:
-        return self._queue.confirmed
-
-    @property
     def waiting_for_traces(self) -> int:
         return self._queue.waiting
 

@@ -14,10 +14,7 @@ reads go through MLflow's REST API (``GET /api/3.0/mlflow/traces/{id}``: ``trace
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +25,7 @@ import pytest
 import pytest_asyncio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.support.server_process import ServerProcess
 from tests.support.sidecar_process import free_port
 from tests.support.venvs import require
 
@@ -41,78 +39,34 @@ QUIET = {
 }
 
 
-class MlflowServer:
+class MlflowServer(ServerProcess):
+    name = "mlflow"
+
     def __init__(self, executable: Path, workdir: Path) -> None:
+        super().__init__(workdir)
         self.executable = executable
-        self.workdir = workdir
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_s: list[float] = []  # time to healthy, per start
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     @property
-    def log_path(self) -> Path:
-        return self.workdir / "mlflow.log"
+    def health_url(self) -> str:
+        return self.url + "/health"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    async def start(self, timeout_s: float = 120) -> None:
-        started = time.monotonic()
-        self.process = self._spawn()
-        deadline = started + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"mlflow server exited ({self.process.returncode}):\n{self._log_tail()}")
-                try:
-                    async with session.get(self.url + "/health") as response:
-                        if response.status == 200:
-                            self.startup_s.append(time.monotonic() - started)
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.25)
-        self.stop()
-        raise TimeoutError(f"mlflow server not healthy after {timeout_s} s:\n{self._log_tail()}")
-
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def environment(self) -> dict[str, str]:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
         environment.update(QUIET)
-        database = self.workdir / "mlflow.db"
-        with self.log_path.open("ab") as log:
-            return subprocess.Popen(
-                [
-                    str(self.executable), "server",
-                    "--backend-store-uri", f"sqlite:///{database}",
-                    "--default-artifact-root", str(self.workdir / "artifacts"),
-                    "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-                ],
-                stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=self.workdir, start_new_session=True,
-            )  # fmt: skip
+        return environment
 
-    def stop(self, timeout_s: float = 20) -> None:
-        """SIGTERM to the server's whole process group (uvicorn and its worker), SIGKILL if it lingers."""
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
-        else:
-            # The worker may outlive its parent for a moment: nothing of the group is left behind.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-
-    def _log_tail(self, chars: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+    def command(self) -> list[str]:
+        return [
+            str(self.executable), "server",
+            "--backend-store-uri", f"sqlite:///{self.workdir / 'mlflow.db'}",
+            "--default-artifact-root", str(self.workdir / "artifacts"),
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+        ]  # fmt: skip
 
     # -- the REST API and OTLP in -------------------------------------------------------------------------------
     async def _call(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> Any:
@@ -193,7 +147,7 @@ class MlflowServer:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def mlflow_session(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MlflowServer]:
     server = MlflowServer(require("mlflow", "mlflow"), tmp_path_factory.mktemp("mlflow"))
-    await server.start()
+    await server.start(timeout_s=120)
     yield server
     server.stop()
 
