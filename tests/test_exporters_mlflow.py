@@ -193,6 +193,40 @@ async def test_assessments_are_stored_and_a_redelivery_updates_the_same_one(
     assert len(await mlflow.assessments(ids[1][0])) == 1
 
 
+async def test_an_assessment_a_human_overrode_stays_overridden_when_its_score_is_redelivered(
+    mlflow: MlflowServer, make_sink: SinkFactory, experiment: str
+) -> None:
+    """MLflow's review flow: a human's assessment `overrides` the judge's, which MLflow lists as `valid: false`.
+    A redelivery updates the judge's in place and leaves it overridden."""
+    trace_id, span_id = new_ids()
+    await mlflow.send_traces(otlp_trace(trace_id, span_id), experiment)
+    run = await scored(code_scorer(), request_for(trace_id, span_id))
+    sink = make_sink()
+    await sink.start()
+    await sink.submit(run)
+    assert await sink.flush(20) is True
+    ours = assessment_id(run.score_id)
+    human = {
+        "assessment_name": "length",
+        "trace_id": f"tr-{trace_id}",
+        "span_id": span_id,
+        "source": {"source_type": "HUMAN", "source_id": "reviewer@example.com"},
+        "create_time": "2026-01-01T00:00:00Z",
+        "last_update_time": "2026-01-01T00:00:00Z",
+        "feedback": {"value": 0.9},
+        "overrides": ours,
+    }
+    await mlflow.call("POST", f"/api/3.0/mlflow/traces/tr-{trace_id}/assessments", {"assessment": human})
+    again = make_sink()
+    await again.start()
+    await again.submit(run)
+    assert await again.flush(20) is True and again.updated == 1
+    rows = {row["source"]["source_type"]: row for row in await mlflow.assessments(trace_id)}
+    assert set(rows) == {"CODE", "HUMAN"}
+    assert (rows["CODE"]["assessment_id"], rows["CODE"]["valid"]) == (ours, False)  # still superseded
+    assert rows["HUMAN"]["valid"] is True and rows["HUMAN"]["overrides"] == ours
+
+
 async def test_an_assessment_waits_for_its_trace_to_reach_mlflow(
     mlflow: MlflowServer, make_sink: SinkFactory, experiment: str
 ) -> None:

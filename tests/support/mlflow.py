@@ -69,7 +69,8 @@ class MlflowServer(ServerProcess):
         ]  # fmt: skip
 
     # -- the REST API and OTLP in -------------------------------------------------------------------------------
-    async def _call(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> Any:
+    async def call(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> Any:
+        """One REST call that must answer 200: its JSON."""
         async with (
             aiohttp.ClientSession() as session,
             session.request(method, self.url + path, json=body, params=params) as response,
@@ -80,7 +81,7 @@ class MlflowServer(ServerProcess):
 
     async def experiment(self, name: str) -> str:
         """A new experiment's id."""
-        return str((await self._call("POST", "/api/2.0/mlflow/experiments/create", {"name": name}))["experiment_id"])
+        return str((await self.call("POST", "/api/2.0/mlflow/experiments/create", {"name": name}))["experiment_id"])
 
     async def experiment_id(self, name: str) -> str | None:
         async with (
