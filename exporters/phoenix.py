@@ -134,7 +134,6 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
     if run.outcome != "scored" or result is None or result.score is None or not math.isfinite(result.score):
         return None
     target = run.request.target
-    facts = judge_facts(run)
     outcome: dict[str, Any] = {"score": float(result.score)}
     if result.reason:
         outcome["explanation"] = clip(result.reason, MAX_EXPLANATION_CHARS)
@@ -151,13 +150,9 @@ def _annotation_body(run: ScoredRun, annotator_kind: AnnotatorKind | None) -> di
         "source": "scoring-sidecar",
         "sidecar_version": __version__,
     }
+    facts = judge_facts(run)
     if facts is not None:
-        metadata["judge_model"] = facts.model
-        metadata["judge_calls"] = facts.calls
-        metadata["judge_input_tokens"] = facts.input_tokens
-        metadata["judge_output_tokens"] = facts.output_tokens
-        metadata["judge_estimated_cost_usd"] = facts.estimated_cost_usd  # None: left out below
-        metadata["judge_cost_usd"] = facts.cost_usd
+        metadata.update(facts.metadata())
     kind: AnnotatorKind = annotator_kind or ("LLM" if facts is not None else "CODE")
     return {
         "name": run.scorer_id,

@@ -9,7 +9,7 @@ category otherwise). :func:`score_kind` decides from the label alone, so every d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from sidecar.core import ScoredRun
 from sidecar.core.runs import SpanTarget
@@ -75,6 +75,18 @@ class JudgeFacts:
     @property
     def model(self) -> str:
         return ", ".join(self.models)
+
+    def metadata(self) -> dict[str, Any]:
+        """The facts under the names every destination's metadata uses (a cost nobody knows is left out)."""
+        facts: dict[str, Any] = {
+            "judge_model": self.model,
+            "judge_calls": self.calls,
+            "judge_input_tokens": self.input_tokens,
+            "judge_output_tokens": self.output_tokens,
+            "judge_estimated_cost_usd": self.estimated_cost_usd,
+            "judge_cost_usd": self.cost_usd,
+        }
+        return {k: v for k, v in facts.items() if v is not None}
 
 
 def _executions(run: ScoredRun) -> list[JudgeExecution]:

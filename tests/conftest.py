@@ -15,6 +15,7 @@ from tests.support.judge import (
     make_judge_model,
     transport,
 )
+from tests.support.mlflow import mlflow, mlflow_session
 from tests.support.otlp_receiver import (
     otlp_receiver,
     otlp_receiver_session,
@@ -36,6 +37,8 @@ __all__ = [
     "kafka_bootstrap",
     "kafka_broker",
     "make_judge_model",
+    "mlflow",
+    "mlflow_session",
     "new_topic",
     "otlp_receiver",
     "otlp_receiver_session",
@@ -52,10 +55,13 @@ __all__ = [
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``), the tests that use the Phoenix server share one worker, so
-    that one Phoenix starts (~0.5 GB, 15-25 s) instead of one per worker."""
+    that one Phoenix starts (~0.5 GB, 15-25 s) instead of one per worker; so do those of the MLflow server."""
     for item in items:
-        if {"phoenix", "phoenix_session"} & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if {"phoenix", "phoenix_session"} & fixtures:
             item.add_marker(pytest.mark.xdist_group("phoenix"))
+        elif {"mlflow", "mlflow_session"} & fixtures:
+            item.add_marker(pytest.mark.xdist_group("mlflow"))
 
 
 # Property tests check what holds, not how fast: a per-example deadline fails them on a busy host (CI shares its

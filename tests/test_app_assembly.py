@@ -240,7 +240,7 @@ def test_the_live_sinks_follow_the_exporters_settings() -> None:
           - {id: prompt-alignment, kind: prompt-alignment, judge: default}
           - {id: similarity, kind: content-similarity}
         exporters:
-          otlp: {endpoint: "http://127.0.0.1:4318", protocol: http/protobuf, evaluation_logs: true}
+          otlp: {endpoint: "http://127.0.0.1:4318", protocol: http/protobuf, events: both}
           phoenix: {base_url: "http://127.0.0.1:6006/", api_key: px-secret}
         """
     )
@@ -254,7 +254,7 @@ def test_the_live_sinks_follow_the_exporters_settings() -> None:
     assert phoenix._kinds == {"prompt-alignment": "LLM", "similarity": "CODE"}
     assert "px-secret" not in repr(phoenix)
     otlp = by_name["otlp"]
-    assert isinstance(otlp, OtlpTraceSink) and otlp.evaluation_logs
+    assert isinstance(otlp, OtlpTraceSink) and otlp.sends_logs
     assert "openinference.project.name" in otlp.resource_attributes and "service.name" not in otlp.resource_attributes
 
     exposition = generate_latest(metrics.registry).decode()

@@ -35,12 +35,14 @@ COLLECTOR_CONFIGS = [
     DEPLOY / "k8s" / "sidecar-container" / "otel-collector.yaml",
     DEPLOY / "backends" / "otel-collector-langfuse.yaml",
     DEPLOY / "backends" / "otel-collector-datadog.yaml",
+    DEPLOY / "backends" / "otel-collector-mlflow.yaml",
 ]
 SIDECAR_CONFIGS = [
     DEPLOY / "compose" / "sidecar.yaml",
     DEPLOY / "k8s" / "base" / "sidecar.yaml",
     DEPLOY / "backends" / "sidecar-langfuse.yaml",
     DEPLOY / "backends" / "sidecar-datadog.yaml",
+    DEPLOY / "backends" / "sidecar-mlflow.yaml",
 ]
 KUSTOMIZATIONS = [DEPLOY / "k8s" / "deployment", DEPLOY / "k8s" / "sidecar-container"]
 

@@ -626,6 +626,7 @@ def test_every_declared_exporter_has_its_settings_field_and_its_block_model() ->
         "phoenix",
         "langfuse",
         "datadog",
+        "mlflow",
     ]
     fields = ExportersSettings.model_fields
     assert set(fields) - {"prometheus"} == set(kinds)

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from opentelemetry.proto.logs.v1.logs_pb2 import SeverityNumber
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from exporters import otlp as o
 from exporters.delivery import DeadLetter
-from exporters.otlp import OtlpTraceSink
+from exporters.otlp import OtlpExporterSettings, OtlpTraceSink
 from sidecar.conventions import Selection, spans_to_runs
 from sidecar.core import ScoredRun, Sink
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
@@ -114,7 +115,7 @@ async def make_sink(otlp_receiver: OtlpReceiver, protocol: str) -> AsyncIterator
     sinks: list[OtlpTraceSink] = []
 
     def make(**kwargs: Any) -> OtlpTraceSink:
-        options: dict[str, Any] = {"timeout_s": 5, "schedule_delay_s": 0.05, "evaluation_logs": True}
+        options: dict[str, Any] = {"timeout_s": 5, "schedule_delay_s": 0.05, "events": "both"}
         options.update(kwargs)
         sink = OtlpTraceSink(otlp_receiver.endpoint(protocol), protocol, **options)  # type: ignore[arg-type]
         sinks.append(sink)
@@ -294,6 +295,77 @@ async def test_a_judged_run_becomes_a_run_span_with_judge_children_and_an_evalua
     assert "Explain the score" not in exported
 
 
+@pytest.mark.parametrize("events", ["log", "span", "both"])
+async def test_the_evaluation_goes_out_as_events_says_a_log_record_on_the_scored_span_or_a_span_event(
+    otlp_receiver: OtlpReceiver, make_sink: SinkFactory, protocol: str, events: str
+) -> None:
+    """events: log is OpenTelemetry's way now (the span events API deprecated): the evaluation is a log record
+    whose trace and span ids are the scored span's, with the GenAI conventions' attributes, and no span event;
+    span (the default) the other way round; both, both."""
+    run = await run_scorer(create_scorer(id="length", name="Length").generate_score(lambda ctx: 0.25))
+    sink = make_sink(events=events)
+    await sink.start()
+    await sink.submit(run)
+    assert await sink.flush(10) is True
+    parent = run_span(spans_of(otlp_receiver))
+    span_events = [e.name for e in parent.span.events]
+    records = logs_of(otlp_receiver)
+    assert span_events == ([] if events == "log" else [o.EVENT_EVALUATION_RESULT])
+    assert len(records) == (0 if events == "span" else 1)
+    if events == "span":
+        return
+    [record] = records
+    assert (record.trace_id, record.span_id) == (TRACE_ID, SPAN_ID)  # the scored span, not the scorer-run span
+    assert record.protocol == protocol
+    assert record.record.event_name == "gen_ai.evaluation.result"
+    assert record.record.severity_number == SeverityNumber.SEVERITY_NUMBER_INFO
+    assert record.attributes == {
+        "scoring_sidecar.internal": True,  # the loop guard
+        "gen_ai.evaluation.name": "Length",
+        "gen_ai.evaluation.score.value": 0.25,
+        o.SCORE_ID: run.score_id,
+    }
+
+
+async def test_events_log_falls_back_to_span_events_on_a_receiver_without_logs(
+    traces_only_receiver: OtlpReceiver, protocol: str
+) -> None:
+    """A receiver without a logs signal: once it says so, the evaluations of later runs are span events, never
+    exported nowhere; flushes confirm."""
+    receiver = traces_only_receiver
+    scorer = create_scorer(id="length").generate_score(lambda ctx: 0.5)
+    endpoint = receiver.endpoint(protocol)
+    sink = OtlpTraceSink(endpoint, protocol, timeout_s=5, schedule_delay_s=0.05, events="log")  # type: ignore[arg-type]
+    await sink.start()
+    try:
+        await sink.submit(await run_scorer(scorer, make_request(span_id=f"{1:016x}")))
+        assert await sink.flush(10) is True
+        assert sink.disabled_signals == {"logs"}
+        await sink.submit(await run_scorer(scorer, make_request(span_id=f"{2:016x}")))
+        assert await sink.flush(10) is True
+    finally:
+        await sink.close()
+    runs = {s.parent_span_id: s for s in spans_of(receiver) if s.name.startswith("scorer run:")}
+    assert [e.name for e in runs[f"{1:016x}"].span.events] == []  # its log record was discarded (counted)
+    assert [e.name for e in runs[f"{2:016x}"].span.events] == [o.EVENT_EVALUATION_RESULT]
+    assert receiver.logs == []
+
+
+def test_evaluation_logs_still_loads_as_events_and_cannot_be_set_beside_it(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="exporters.otlp"):
+        on = OtlpExporterSettings.model_validate({"endpoint": "http://collector:4317", "evaluation_logs": True})
+        off = OtlpExporterSettings.model_validate({"endpoint": "http://collector:4317", "evaluation_logs": False})
+    assert (on.events, off.events) == ("both", "span")
+    assert [r.getMessage() for r in caplog.records] == [
+        "exporters.otlp.evaluation_logs is deprecated: write events: both instead (span | log | both)",
+        "exporters.otlp.evaluation_logs is deprecated: write events: span instead (span | log | both)",
+    ]
+    with pytest.raises(ValidationError, match="set events only"):
+        OtlpExporterSettings.model_validate({"endpoint": "http://c:4317", "evaluation_logs": True, "events": "log"})
+    with pytest.raises(ValidationError, match="events"):
+        OtlpExporterSettings.model_validate({"endpoint": "http://c:4317", "events": "logs"})
+
+
 async def test_a_failed_run_ends_with_status_error_and_no_score(
     judge_server: JudgeServer, otlp_receiver: OtlpReceiver, make_sink: SinkFactory
 ) -> None:
@@ -339,7 +411,7 @@ async def test_a_failed_run_never_exports_a_recovered_score(
     run = await run_scorer(judged_scorer(judge_server))
     assert run.outcome == "failed" and run.result is not None and run.result.score == 0.5
 
-    sink = make_sink(evaluation_logs=False)
+    sink = make_sink(events="span")
     await sink.start()
     await sink.submit(run)
     assert await sink.flush(10) is True
@@ -350,7 +422,7 @@ async def test_a_failed_run_never_exports_a_recovered_score(
         Status.STATUS_CODE_UNSET,
         Status.STATUS_CODE_ERROR,
     ]
-    assert otlp_receiver.logs == []  # evaluation_logs=False: span event only
+    assert otlp_receiver.logs == []  # events="span": span event only
 
 
 async def test_function_only_and_not_scorable_runs(otlp_receiver: OtlpReceiver, make_sink: SinkFactory) -> None:
@@ -424,7 +496,7 @@ async def test_flush_fails_for_non_retryable_errors_too(otlp_receiver: OtlpRecei
 
     letters: list[tuple[DeadLetter, str, str]] = []
     run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
-    sink = make_sink(evaluation_logs=False, set_aside=lambda *letter: letters.append(letter))
+    sink = make_sink(events="span", set_aside=lambda *letter: letters.append(letter))
     await sink.start()
     otlp_receiver.fail(http_status=400, grpc_code=grpc.StatusCode.INVALID_ARGUMENT)
     await sink.submit(run)
@@ -447,7 +519,7 @@ async def test_a_passing_fault_after_the_sdks_retries_is_kept_not_dropped(
     """The batch sent again after a failed export is what decides: a receiver that fails (503, UNAVAILABLE)
     keeps the spans for the next flush; only a permanent answer drops them."""
     run = await run_scorer(create_scorer(id="length").generate_score(lambda ctx: 0.5))
-    sink = make_sink(evaluation_logs=False, timeout_s=0.5)
+    sink = make_sink(events="span", timeout_s=0.5)
     await sink.start()
     otlp_receiver.fail()
     await sink.submit(run)
@@ -462,7 +534,7 @@ async def test_a_full_queue_makes_submit_wait_for_room_and_drops_nothing(
     otlp_receiver: OtlpReceiver, make_sink: SinkFactory
 ) -> None:
     runs = [await run_scorer(create_scorer(id=f"s{i}").generate_score(lambda ctx: 0.5)) for i in range(3)]
-    sink = make_sink(evaluation_logs=False, max_queued=1, schedule_delay_s=0.2)
+    sink = make_sink(events="span", max_queued=1, schedule_delay_s=0.2)
     await sink.start()
     await sink.submit(runs[0])
     waiting = asyncio.create_task(sink.submit(runs[1]))
@@ -485,7 +557,7 @@ async def test_a_redelivered_run_reexports_the_same_span_ids(
     first = await run_scorer(scorer)
     again = await run_scorer(scorer)  # the same span scored again after a redelivery
     other = await run_scorer(scorer, make_request(span_id="00000000000000aa"))
-    sink = make_sink(evaluation_logs=False)
+    sink = make_sink(events="span")
     await sink.start()
     for run in (first, again, other):
         await sink.submit(run)
@@ -527,7 +599,7 @@ async def test_http_endpoint_may_name_the_traces_path(otlp_receiver: OtlpReceive
         "http/protobuf",
         compression="none",
         timeout_s=5,
-        evaluation_logs=True,
+        events="both",
     )
     await sink.start()
     try:
@@ -575,7 +647,7 @@ async def test_a_receiver_without_logs_turns_the_log_records_off_and_flushes_con
         protocol,  # type: ignore[arg-type]
         timeout_s=5,
         schedule_delay_s=0.05,
-        evaluation_logs=True,
+        events="both",
     )
     await sink.start()
     try:
@@ -593,7 +665,7 @@ async def test_a_receiver_without_logs_turns_the_log_records_off_and_flushes_con
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     message = errors[0].getMessage()
-    assert "no logs signal" in message and "exporters.otlp.evaluation_logs" in message
+    assert "no logs signal" in message and "exporters.otlp.events" in message
     assert ("HTTP 404" if protocol == "http/protobuf" else "gRPC UNIMPLEMENTED") in message
     assert receiver.endpoint(protocol) in message
     assert len([s for s in spans_of(receiver) if s.name.startswith("scorer run:")]) == 6

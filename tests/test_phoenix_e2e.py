@@ -251,8 +251,8 @@ async def test_phoenix_stopped_mid_stream_loses_nothing_and_commits_nothing_past
 
 
 @pytest.mark.parametrize(
-    ("protocol", "evaluation_logs"),
-    [("http/protobuf", None), ("grpc", None), ("http/protobuf", True), ("grpc", True)],
+    ("protocol", "events"),
+    [("http/protobuf", None), ("grpc", None), ("http/protobuf", "log"), ("grpc", "both")],
     ids=["http-defaults", "grpc-defaults", "http-with-logs", "grpc-with-logs"],
 )
 @pytest.mark.slow
@@ -264,7 +264,7 @@ async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_projec
     judge_server: JudgeServer,
     phoenix: PhoenixServer,
     protocol: str,
-    evaluation_logs: bool | None,
+    events: str | None,
 ) -> None:
     """The defaults of exporters.otlp against Phoenix (which takes no OTLP logs): the exporter is up,
     /readyz 200, offsets committed. The agents' spans reach Phoenix only after the scores: the scores' spans
@@ -277,8 +277,8 @@ async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_projec
     group = unique_name("group")
     endpoint = phoenix.url if protocol == "http/protobuf" else phoenix.grpc_endpoint
     otlp: dict[str, Any] = {"endpoint": endpoint, "protocol": protocol}
-    if evaluation_logs is not None:
-        otlp["evaluation_logs"] = evaluation_logs
+    if events is not None:
+        otlp["events"] = events
     sidecar = sidecar_with_phoenix(
         tmp_path, topics, judge_server, bootstrap=kafka_bootstrap, group=group, otlp=otlp
     )  # fmt: skip
@@ -292,7 +292,7 @@ async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_projec
         assert sample(metrics, "scoring_sidecar_exporter_up", {"exporter": "otlp"}) == 1
         assert sample(metrics, "scoring_sidecar_exporter_flush_failures_total", {"exporter": "otlp"}) == 0
         disabled = sample(metrics, "scoring_sidecar_exporter_signal_disabled", {"exporter": "otlp", "signal": "logs"})
-        assert disabled == (1 if evaluation_logs else 0)
+        assert disabled == (1 if events else 0)
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()
@@ -306,6 +306,9 @@ async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_projec
     assert {(s["context"]["trace_id"], s["parent_id"]) for s in runs} == {(t.trace_id, t.agent_span_id) for t in traces}
     assert {s["span_kind"] for s in runs} == {"EVALUATOR"}
     assert all(isinstance(s["attributes"].get("gen_ai.evaluation.score.value"), float) for s in runs)
+    if events != "log":  # the default and `both` put the evaluation on the spans (with `log`, only runs after
+        # Phoenix said it has no logs do: tests/test_exporters_otlp.py)
+        assert all(any(e["name"] == "gen_ai.evaluation.result" for e in s.get("events") or []) for s in runs)
     agent_spans = {s["context"]["span_id"] for s in spans if s["name"].startswith("invoke_agent")}
     assert agent_spans == {t.agent_span_id for t in traces}
     for trace in traces[:2]:  # and none of it in Phoenix's default project
@@ -313,8 +316,8 @@ async def test_scores_reach_phoenix_over_otlp_with_defaults_in_the_agents_projec
 
     log = sidecar.log_path.read_text()
     errors = [line for line in log.splitlines() if " ERROR " in line]
-    if evaluation_logs:
-        assert len(errors) == 1 and "no logs signal" in errors[0] and "exporters.otlp.evaluation_logs" in errors[0]
+    if events:
+        assert len(errors) == 1 and "no logs signal" in errors[0] and "exporters.otlp.events" in errors[0]
     else:
         assert errors == []
     assert json.dumps(SECRET_KEY) not in log

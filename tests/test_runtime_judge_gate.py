@@ -68,6 +68,9 @@ def judge_model(judge_server: JudgeServer, request: pytest.FixtureRequest, **ove
         "timeout_s": 2.0,
         "max_retries": 0,
         "backoff_base_s": 0.01,
+        # The gate's rules for a judge whose structured-output shape is known: while `auto` still learns it, a
+        # 500 to the first shape is tried as a refusal of that shape (tests/test_judge_structured_output.py).
+        "structured_output": "json_schema",
     }
     settings.update(overrides)
     return JudgeModel(**settings)

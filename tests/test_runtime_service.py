@@ -53,7 +53,7 @@ async def test_every_agent_span_is_scored_exported_and_committed(
     judge = JudgeModel(model="openai/gpt-4o-mini", api_base=judge_server.url, transport="http")
     metrics = SidecarMetrics()
     client = judge_client(judge, observers=[metrics])  # every call counted, as the assembly wires it
-    otlp = OtlpTraceSink(otlp_receiver.endpoint("http/protobuf"), protocol="http/protobuf", evaluation_logs=False)
+    otlp = OtlpTraceSink(otlp_receiver.endpoint("http/protobuf"), protocol="http/protobuf", events="span")
     kafka_sink = KafkaScoreSink(kafka_bootstrap, topic=scores_topic)
     group = unique_name("group")
     service = scoring_service(
@@ -214,9 +214,7 @@ async def test_a_failing_exporter_blocks_commits_but_the_sinks_after_it_are_stil
     await produce_traces(kafka_bootstrap, spans_topic, traces)
     metrics = SidecarMetrics()
     # A real OTLP sink aimed at a port where nothing listens: every checkpoint flush fails.
-    dead_otlp = OtlpTraceSink(
-        f"http://127.0.0.1:{free_port()}", protocol="http/protobuf", timeout_s=0.2, evaluation_logs=False
-    )
+    dead_otlp = OtlpTraceSink(f"http://127.0.0.1:{free_port()}", protocol="http/protobuf", timeout_s=0.2, events="span")
     after = FlushLog()
     group = unique_name("group")
     service = scoring_service(

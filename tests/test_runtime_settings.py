@@ -115,7 +115,7 @@ def test_minimal_config_defaults() -> None:
     assert (settings.exporters.prometheus.host, settings.exporters.prometheus.port) == ("0.0.0.0", 9464)
     assert settings.exporters.kafka_scores.enabled and settings.exporters.kafka_scores.topic == "agent_scores"
     assert not settings.exporters.otlp.is_enabled
-    assert settings.exporters.otlp.evaluation_logs is False  # most trace backends take no OTLP logs
+    assert settings.exporters.otlp.events == "span"  # most trace backends take no OTLP logs
     assert settings.exporters.otlp.resource_attributes == (
         "openinference.project.name",
         "deployment.environment",

@@ -393,7 +393,7 @@ async def test_a_traces_only_receiver_costs_one_error_line_not_the_commits(
         group=group,
         otlp_endpoint=traces_only_receiver.endpoint("http/protobuf"),
     )
-    sidecar.config["exporters"]["otlp"]["evaluation_logs"] = True
+    sidecar.config["exporters"]["otlp"]["events"] = "both"
     sidecar.start()
     try:
         await sidecar.wait_ready()
@@ -412,7 +412,7 @@ async def test_a_traces_only_receiver_costs_one_error_line_not_the_commits(
         sidecar.kill()
     errors = [line for line in sidecar.log_path.read_text().splitlines() if " ERROR " in line]
     assert len(errors) == 1, errors
-    assert "no logs signal" in errors[0] and "exporters.otlp.evaluation_logs" in errors[0]
+    assert "no logs signal" in errors[0] and "exporters.otlp.events" in errors[0]
     assert traces_only_receiver.endpoint("http/protobuf") in errors[0]
     run_spans = [s for s in traces_only_receiver.spans if s.name.startswith("scorer run:")]
     assert {(s.trace_id, s.parent_span_id) for s in run_spans} == {(t.trace_id, t.agent_span_id) for t in traces}

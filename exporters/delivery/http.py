@@ -17,8 +17,8 @@ The classifier (:class:`StatusClassifier`) reads each answer; a sink's hooks are
   with the destination's words and set aside (the score dead letters, ``set_aside``).
 
 A sink whose destination needs more than one request per batch at times (a fallback to one item per request)
-overrides ``send`` and uses ``post`` (one request, its answer) and ``outcome_of`` (a verdict → the batch's
-outcome, with the readiness problem kept up to date).
+overrides ``send`` and uses ``post`` or ``request`` (one request, its answer) and ``outcome_of`` (a verdict →
+the batch's outcome, with the readiness problem kept up to date).
 
 A destination with several endpoints (Phoenix: span annotations and session annotations) names each item's
 URL (``url_of``): a batch is posted as one request per endpoint, in order, each answer settling its own items.
@@ -272,11 +272,16 @@ class HttpBatchSink(Generic[V]):
     async def post(self, body: Any, url: str | None = None) -> HttpAnswer | Outcome:
         """One request with the JSON ``body`` (to ``url``, by default the sink's): the destination's answer, or a
         failed outcome when none came."""
+        return await self.request("POST", url or self.url, body)
+
+    async def request(self, method: str, url: str, body: Any) -> HttpAnswer | Outcome:
+        """One ``method`` request with the JSON ``body``: the destination's answer, or a failed outcome when none
+        came (a sink that updates what it created before: MLflow's ``PATCH``)."""
         session = self._session
         if session is None:
             return failed("the sink is closed")
         try:
-            async with session.post(url or self.url, params=self._params, json=body) as response:
+            async with session.request(method, url, params=self._params, json=body) as response:
                 return HttpAnswer(response.status, await response.text(), parse_retry_after(response.headers))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return failed(f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS])

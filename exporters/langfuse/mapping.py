@@ -107,14 +107,7 @@ def _metadata(run: ScoredRun, score: float, label: str | None) -> dict[str, Any]
         metadata["label"] = label
     facts = judge_facts(run)
     if facts is not None:
-        metadata.update(
-            judge_model=facts.model,
-            judge_calls=facts.calls,
-            judge_input_tokens=facts.input_tokens,
-            judge_output_tokens=facts.output_tokens,
-            judge_estimated_cost_usd=facts.estimated_cost_usd,
-            judge_cost_usd=facts.cost_usd,
-        )
+        metadata.update(facts.metadata())
     return {k: v for k, v in metadata.items() if v is not None}
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
-from exporters.otlp.sink import DROP_REASONS, OtlpTraceSink
+from exporters.otlp.sink import DROP_REASONS, EventForm, OtlpTraceSink
 from exporters.registry import ExporterContext, exporter_kind
 from sidecar.core.config import FrozenConfig, config_problem, empty_is_unset, raise_problems
 
 __all__ = ["DEFAULT_COPIED_RESOURCE_ATTRIBUTES", "OtlpExporterSettings", "build_otlp_sink"]
+
+log = logging.getLogger("exporters.otlp")
 
 # Resource attributes by which backends file a trace (Phoenix projects, Langfuse environments, Datadog env):
 # copied from the scored span's resource onto the scores' spans, so they land beside the trace.
@@ -34,12 +37,35 @@ class OtlpExporterSettings(FrozenConfig):
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
     headers: dict[str, SecretStr] = Field(default_factory=dict)  # e.g. authorization: "Bearer ${OTLP_TOKEN}"
     timeout_s: float = Field(default=10.0, gt=0)
-    # The gen_ai.evaluation.result log records (/v1/logs): off, since most trace backends take no OTLP logs
-    # (docs/otlp-backends.md); a receiver that answers it has no logs signal turns them off by itself.
-    evaluation_logs: bool = False
+    # The gen_ai.evaluation.result event: a span event on the scorer-run span (span: every trace backend shows
+    # it), a log record correlated with the scored span (log: /v1/logs, as OpenTelemetry now emits events), or
+    # both. A receiver that answers it has no logs signal turns the log records off by itself (docs/otlp-backends.md).
+    events: EventForm = "span"
     resource_attributes: tuple[str, ...] = DEFAULT_COPIED_RESOURCE_ATTRIBUTES
 
     _unset = field_validator("endpoint", mode="before")(empty_is_unset)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evaluation_logs_was_events(cls, data: Any) -> Any:
+        """``evaluation_logs`` (before ``events``): true was ``events: both``, false ``events: span``."""
+        if not isinstance(data, dict) or "evaluation_logs" not in data:
+            return data
+        data = dict(data)
+        old = data.pop("evaluation_logs")
+        if "events" in data:
+            raise_problems(
+                cls,
+                [config_problem(("evaluation_logs",), "set events only (evaluation_logs is its old name): remove it")],
+            )
+        if not isinstance(old, bool):
+            raise_problems(cls, [config_problem(("evaluation_logs",), "true or false; better: events (span|log|both)")])
+        data["events"] = "both" if old else "span"
+        log.warning(
+            "exporters.otlp.evaluation_logs is deprecated: write events: %s instead (span | log | both)",
+            data["events"],
+        )
+        return data
 
     @field_validator("resource_attributes", mode="before")
     @classmethod
@@ -94,11 +120,11 @@ def build_otlp_sink(block: OtlpExporterSettings, context: ExporterContext) -> Ot
         protocol=block.protocol,
         headers=block.header_values(),
         timeout_s=block.timeout_s,
-        evaluation_logs=block.evaluation_logs,
+        events=block.events,
         resource_attributes=block.resource_attributes,
         observer=context.observer,
         set_aside=context.set_aside,
     )
-    if sink.evaluation_logs:  # an optional signal, turned off when the receiver has none
+    if sink.sends_logs:  # an optional signal, turned off when the receiver has none
         context.watch_signal("logs", lambda: "logs" in sink.disabled_signals)
     return sink

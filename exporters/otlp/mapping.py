@@ -16,14 +16,15 @@ For every finished run, in the scored trace:
   source ``provider`` when the provider reported the cost, else ``local`` from the price-table estimate).
   The record keeps no start time per execution, only ``duration_ms``: children are laid out one after the
   other from the run's start.
-* the ``gen_ai.evaluation.result`` event. The semantic conventions define it as a log-based event that
-  SHOULD be parented to the evaluated span, which is not ours: a span event can only belong to a span we
-  emit. So it is emitted twice: as an OTLP **log record** (``event_name = gen_ai.evaluation.result``) whose
-  trace and span ids are the scored span's (the way pydantic-evals parents its evaluation events), sent to
-  the same endpoint (``/v1/logs``, or the gRPC logs service), when ``evaluation_logs`` is on (off by
-  default: most trace backends take no OTLP logs, docs/otlp-backends.md); and as a **span event** on the
-  ``scorer run`` span, for backends that show span events but do not join logs to traces. A receiver
-  that answers it has no logs signal turns the log records off by itself (``sink``).
+* the ``gen_ai.evaluation.result`` event (the GenAI conventions, ``model/gen-ai/events.yaml`` of
+  open-telemetry/semantic-conventions-genai). They define it as a log-based event that SHOULD be parented to
+  the evaluated span, which is not ours: a span event can only belong to a span we emit. ``events`` says how
+  it goes out: as a **span event** on the ``scorer run`` span (``span``, the default: every trace backend
+  shows span events, and most take no OTLP logs, docs/otlp-backends.md); as an OTLP **log record**
+  (``log``: ``event_name = gen_ai.evaluation.result``, its trace and span ids the scored span's, as
+  OpenTelemetry now emits events, OTEP 4430 deprecating the span events API) sent to the same endpoint
+  (``/v1/logs``, or the gRPC logs service); or ``both``. A receiver that answers it has no logs signal turns
+  the log records off by itself, and the events go out as span events from then on (``sink``).
 
 Event attributes: ``gen_ai.evaluation.name`` (the scorer name), ``gen_ai.evaluation.score.value`` (scored
 runs only), ``gen_ai.evaluation.score.label`` (scored runs whose scorer names its score: a custom judge's

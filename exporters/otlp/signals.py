@@ -251,9 +251,9 @@ class ReceiverSignals:
         discarded = self._turn_off("logs")
         log.error(
             "OTLP receiver has no logs signal (%s from %s): the gen_ai.evaluation.result log records are off "
-            "until restart (%d discarded) and commits go on; the scores' spans and their span events are "
-            "unaffected. Set exporters.otlp.evaluation_logs: false for this receiver, or send to a Collector "
-            "with a logs pipeline to keep them.",
+            "until restart (%d discarded) and commits go on; the evaluations go out as span events on the "
+            "scores' spans. Set exporters.otlp.events: span for this receiver, or send to a Collector with a "
+            "logs pipeline to keep them.",
             answer.detail,
             answer.where,
             discarded,

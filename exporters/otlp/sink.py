@@ -5,11 +5,12 @@ resource attributes named in ``resource_attributes`` (a Phoenix project, a deplo
 backends which file traces by resource show the scores with their trace whatever arrives first. One SDK
 provider pair per distinct copied set (a few: projects and environments), sharing the export queues.
 
-Signals: traces are at-least-once, always. The evaluation log records are optional: a receiver that
-answers it has no logs signal (HTTP 404/405/415/501, gRPC UNIMPLEMENTED: Tempo, Jaeger, Phoenix,
-Langfuse) turns them off until restart, with one ERROR line, and commits go on. A receiver that refuses the
-traces signal itself (HTTP 401/403, or no such signal: a wrong endpoint) keeps every span, blocks commits
-and says so (``problem``, shown by ``/readyz``), until it takes them.
+Signals: traces are at-least-once, always. The evaluation log records (``events: log`` or ``both``) are
+optional: a receiver that answers it has no logs signal (HTTP 404/405/415/501, gRPC UNIMPLEMENTED: Tempo,
+Jaeger, Phoenix, Langfuse) turns them off until restart, with one ERROR line, and commits go on; with
+``events: log`` the evaluation then goes out as a span event instead, so it is never exported nowhere. A
+receiver that refuses the traces signal itself (HTTP 401/403, or no such signal: a wrong endpoint) keeps every
+span, blocks commits and says so (``problem``, shown by ``/readyz``), until it takes them.
 
 Delivery: one :class:`~exporters.delivery.DeliveryQueue` per signal (``exporters.otlp.queues``), exported
 on a thread of its own. After a failed export the batch is sent once more and the receiver's answer read
@@ -77,12 +78,16 @@ from sidecar.core import ScoredRun, names
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ResourceValue
 
-__all__ = ["DROP_REASONS", "OtlpProtocol", "OtlpTraceSink"]
+__all__ = ["DROP_REASONS", "EVENT_FORMS", "EventForm", "OtlpProtocol", "OtlpTraceSink"]
 
 # The package's logger: records are named exporters.otlp whichever of its modules logs.
 log = logging.getLogger("exporters.otlp")
 
 OtlpProtocol = Literal["grpc", "http/protobuf"]
+# How the gen_ai.evaluation.result event goes out: a span event on the scorer-run span, a log record correlated
+# with the scored span, or both.
+EventForm = Literal["span", "log", "both"]
+EVENT_FORMS: Final[tuple[EventForm, ...]] = ("span", "log", "both")
 # What an export of a signal says: None (exported), or the receiver's answer when asked after a failure.
 _Exported = SignalAnswer | None
 T = TypeVar("T")
@@ -147,8 +152,9 @@ class OtlpTraceSink:
     Uses its own ``TracerProvider`` and ``LoggerProvider`` (never the global ones) with the resource
     ``service.name=<service_name>``, so the sidecar's own telemetry is never mixed with these spans;
     ``resource_attributes`` names the attributes of the scored span's resource (as ingest kept them in
-    ``SpanTarget.resource_attributes``) copied onto it. ``evaluation_logs`` sends the evaluation event as
-    an OTLP log record too (the receiver must have a logs signal; see the module doc).
+    ``SpanTarget.resource_attributes``) copied onto it. ``events``: the evaluation event as a span event
+    (``span``), an OTLP log record correlated with the scored span (``log``: the receiver must have a logs
+    signal; see the module doc), or ``both``.
     """
 
     name = "otlp"
@@ -161,7 +167,7 @@ class OtlpTraceSink:
         service_name: str = names.SIDECAR_SERVICE_NAME,
         timeout_s: float = 10,
         *,
-        evaluation_logs: bool = False,
+        events: EventForm = "span",
         resource_attributes: Iterable[str] = (),
         compression: Literal["none", "gzip"] = "gzip",
         max_batch: int = 512,
@@ -172,12 +178,14 @@ class OtlpTraceSink:
     ) -> None:
         if protocol not in ("grpc", "http/protobuf"):
             raise ValueError(f"unsupported OTLP protocol {protocol!r} (grpc or http/protobuf)")
+        if events not in EVENT_FORMS:
+            raise ValueError(f"unsupported evaluation event form {events!r} (span, log or both)")
         self.endpoint = endpoint
         self.protocol: OtlpProtocol = protocol
         self._headers = dict(headers or {})
         self.service_name = service_name
         self.timeout_s = timeout_s
-        self.evaluation_logs = evaluation_logs
+        self.events: EventForm = events
         self.resource_attributes = frozenset(resource_attributes) - _OWN_RESOURCE
         self._compression = compression
         self._max_batch = max_batch
@@ -259,7 +267,7 @@ class OtlpTraceSink:
                 endpoint=self.endpoint, headers=grpc_headers, timeout=self.timeout_s, compression=grpc_compression
             )
             logs: LogRecordExporter | None = None
-            if self.evaluation_logs:
+            if self.sends_logs:
                 logs = GrpcLogExporter(
                     endpoint=self.endpoint, headers=grpc_headers, timeout=self.timeout_s, compression=grpc_compression
                 )
@@ -275,7 +283,7 @@ class OtlpTraceSink:
             endpoint=f"{base}/v1/traces", headers=self._headers, timeout=self.timeout_s, compression=http_compression
         )
         logs = None
-        if self.evaluation_logs:
+        if self.sends_logs:
             logs = HttpLogExporter(
                 endpoint=f"{base}/v1/logs", headers=self._headers, timeout=self.timeout_s, compression=http_compression
             )
@@ -347,6 +355,11 @@ class OtlpTraceSink:
     # -- what the receiver says of each signal (exporters.otlp.signals) --
 
     @property
+    def sends_logs(self) -> bool:
+        """Whether the evaluation goes out as OTLP log records (``events: log`` or ``both``)."""
+        return self.events != "span"
+
+    @property
     def problem(self) -> str | None:
         """Why the receiver will not take the scores' spans as things stand (it refused the traces signal),
         for ``/readyz``; ``None`` otherwise (a receiver that is down is reported by failed flushes)."""
@@ -379,8 +392,11 @@ class OtlpTraceSink:
             raise RuntimeError("OtlpTraceSink is closed")
         self.submitted += 1
         emitters = self._emitters_for(self._copied(run))
-        self._emit_spans(emitters.tracer, run, scored)
-        if emitters.event_logger is not None and "logs" not in self._signals.off:
+        as_log = emitters.event_logger is not None and "logs" not in self._signals.off
+        # A span event unless the log record alone was asked for and goes out (a receiver without logs: the
+        # event falls back to the span, never nowhere).
+        self._emit_spans(emitters.tracer, run, scored, span_event=self.events != "log" or not as_log)
+        if as_log and emitters.event_logger is not None:
             self._emit_log_event(emitters.event_logger, run, scored)
 
     async def _wait_for_room(self, spans: int) -> None:
@@ -393,14 +409,14 @@ class OtlpTraceSink:
             queue, n = full[0]
             await queue.wait_for_room(n)
 
-    def _emit_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext) -> None:
+    def _emit_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext, *, span_event: bool) -> None:
         self._span_ids.seed(run.score_id)
         try:
-            self._emit_seeded_spans(tracer, run, scored)
+            self._emit_seeded_spans(tracer, run, scored, span_event)
         finally:
             self._span_ids.seed(None)
 
-    def _emit_seeded_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext) -> None:
+    def _emit_seeded_spans(self, tracer: trace.Tracer, run: ScoredRun, scored: SpanContext, span_event: bool) -> None:
         start = run.started_unix_nano
         end = max(run.finished_unix_nano, start)
         parent = trace.set_span_in_context(NonRecordingSpan(scored))
@@ -427,7 +443,8 @@ class OtlpTraceSink:
                     child.set_status(Status(StatusCode.ERROR, execution.error.name))
                 child.end(end_time=child_end)
                 cursor = child_end
-            span.add_event(EVENT_EVALUATION_RESULT, attributes=evaluation_attributes(run), timestamp=end)
+            if span_event:
+                span.add_event(EVENT_EVALUATION_RESULT, attributes=evaluation_attributes(run), timestamp=end)
             if run.outcome == "failed":
                 step_name = run.error.failed_step if run.error is not None else "unknown step"
                 span.set_status(Status(StatusCode.ERROR, f"{step_name}: {_error_type(run)}"))

@@ -180,6 +180,13 @@ class JudgeFamilies:
         self.spend_cap = Gauge(
             f"{P}_judge_spend_cap_usd", "The configured spend cap in USD per window.", ["judge_model"], registry=r
         )
+        self.structured_output = Gauge(
+            f"{P}_judge_structured_output",
+            "1 for the structured-output shape this judge's calls use (json_schema, json_object, prompt) once "
+            "known: its setting, or what structured_output: auto learnt the server takes; 0 for the others.",
+            ["judge_model", "shape"],
+            registry=r,
+        )
         self.shed = Counter(
             f"{P}_judge_shed",
             "Scorer runs shed before reaching the judge, by reason.",
@@ -221,7 +228,7 @@ class ExporterFamilies:
         self.signal_disabled = Gauge(
             f"{P}_exporter_signal_disabled",
             "1 while an optional signal of the exporter is off because its receiver does not take it (OTLP "
-            "evaluation log records: set exporters.otlp.evaluation_logs: false for such a receiver), else 0.",
+            "evaluation log records: set exporters.otlp.events: span for such a receiver), else 0.",
             ["exporter", "signal"],
             registry=r,
         )

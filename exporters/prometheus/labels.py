@@ -19,6 +19,7 @@ from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import RunOutcome
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.negotiation import SHAPES
 from sidecar.scoring.types import JudgeCallOutcome
 
 __all__ = [
@@ -63,6 +64,7 @@ SHED_REASONS: Final[tuple[str, ...]] = get_args(ShedReason)
 JUDGE_STATES: Final[tuple[str, ...]] = get_args(JudgeState)
 JUDGE_PAUSE_REASONS: Final[tuple[str, ...]] = get_args(JudgePauseReason)
 JUDGE_CALL_OUTCOMES: Final[tuple[str, ...]] = get_args(JudgeCallOutcome)
+STRUCTURED_OUTPUT_SHAPES: Final[tuple[str, ...]] = SHAPES
 TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans set aside at ingest (not scorer outcomes: internal and no_content never reach scorers).
 SPAN_SKIP_REASONS: Final[tuple[str, ...]] = get_args(IngestSkipReason)

@@ -37,6 +37,7 @@ from exporters.prometheus.labels import (
     SHED_REASONS,
     SKIP_OUTCOMES,
     SPAN_SKIP_REASONS,
+    STRUCTURED_OUTPUT_SHAPES,
     USAGE_FIELDS,
     check_label,
     check_scale,
@@ -345,6 +346,13 @@ class SidecarMetrics(ServiceObserver):
         cost = call.provider_cost
         if cost is not None and cost.unit.upper() == "USD" and math.isfinite(cost.amount) and cost.amount >= 0:
             self._child(judges.cost, label, scorer, "provider").inc(cost.amount)
+
+    def judge_structured_output(self, judge: str, shape: str) -> None:
+        """``judge_structured_output`` one-hot: the shape the judge's calls use, once known."""
+        check_label(shape, STRUCTURED_OUTPUT_SHAPES, "structured-output shape")
+        label = self.register_judge(judge)
+        for each in STRUCTURED_OUTPUT_SHAPES:
+            self._child(self.judges.structured_output, label, each).set(1 if each == shape else 0)
 
     def judge_state_changed(self, judge: str, state: JudgeState) -> None:
         """``judge_state`` one-hot, and ``judge_paused`` 1 in every state that holds calls."""

@@ -144,7 +144,10 @@ def assemble(
             on_hold=observer.judge_hold_ended,
             on_shed=observer.judge_refused,
         )
-        judges[name] = AssembledJudge(name, model, gate, JudgeClient(model, gate=gate, observers=[observer]))
+        client = JudgeClient(
+            model, gate=gate, observers=[observer], on_structured_output=observer.judge_structured_output
+        )
+        judges[name] = AssembledJudge(name, model, gate, client)
     for name, judge_redactor in build_redactors(settings, observer.redacted).items():
         judges[name] = dataclasses.replace(judges[name], redactor=judge_redactor)
 

@@ -119,6 +119,9 @@ class ServiceObserver:
     def judge_call_finished(self, model: JudgeModel, request: ChatRequest, call: JudgeCall) -> None:
         """One judge HTTP call ended, whatever its outcome and whatever becomes of its run."""
 
+    def judge_structured_output(self, judge: str, shape: str) -> None:
+        """The structured-output shape a judge's calls use is known: its setting, or what ``auto`` learnt."""
+
     def judge_state_changed(self, judge: str, state: JudgeState) -> None:
         """A judge's gate changed state."""
 

@@ -11,7 +11,8 @@ run that waits).
   provider reported. Reservations are taken in arrival order and may run the bucket into debt, so calls
   are spaced evenly and a call bigger than the burst still goes (after the bucket has refilled).
 - **Circuit breaker**: ``failure_threshold`` consecutive failed calls (5xx, timeouts, connection errors;
-  *not* 429, which the buckets and the client's backoff handle, nor 4xx request errors) open the circuit.
+  *not* 429, which the buckets and the client's backoff handle, nor 4xx request errors, nor a server refusing a
+  structured-output shape it does not take: ``JudgeCall.shape_probe``) open the circuit.
   While open, calls are **held**: they wait. After ``reset_after_s`` one probe call goes through
   (half-open) while the others wait for its verdict: success closes the circuit and every held call goes
   (at the judge's normal concurrency), failure opens it again and they keep waiting.
@@ -501,6 +502,13 @@ class JudgeGate(CallGate):
                 )
             self._pause_reason = reason
             self._set_state("paused", force=True)
+            return
+        if call.shape_probe:
+            # The server refused a structured-output shape it may not take (structured_output: auto): no verdict
+            # on the judge's health. A probe that ended so leaves the state as it found it, like an abandoned one.
+            if probe:
+                self._state, self._state_since = self._before_probe, self._before_probe_since
+                self._notify(self._on_state_change, self.name, self._state)
             return
         failed = call.outcome in _HEALTH_FAILURES or (
             call.outcome == "error" and (call.status_code is None or call.status_code >= 500)

@@ -125,6 +125,9 @@ class JudgeCall(_Record):
     usage: JudgeUsage | None = None
     estimated_cost_usd: float | None = None
     provider_cost: JudgeCost | None = None
+    # The call tried a structured-output shape the server may refuse (``ChatRequest.shape_probe``) and got an
+    # HTTP error that may be that refusal: it says nothing of the judge's health (the gate does not count it).
+    shape_probe: bool = False
 
     @property
     def answered(self) -> bool:

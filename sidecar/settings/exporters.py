@@ -11,6 +11,7 @@ from pydantic import Field
 from exporters.datadog import DatadogExporterSettings
 from exporters.kafka_scores import KafkaScoresExporterSettings
 from exporters.langfuse import LangfuseExporterSettings
+from exporters.mlflow import MlflowExporterSettings
 from exporters.otlp import OtlpExporterSettings
 from exporters.phoenix import PhoenixExporterSettings
 from exporters.registry import ExporterKind, exporter_kinds
@@ -21,6 +22,7 @@ __all__ = [
     "ExportersSettings",
     "KafkaScoresExporterSettings",
     "LangfuseExporterSettings",
+    "MlflowExporterSettings",
     "OtlpExporterSettings",
     "PhoenixExporterSettings",
     "PrometheusExporterSettings",
@@ -41,6 +43,7 @@ class ExportersSettings(FrozenConfig):
     phoenix: PhoenixExporterSettings = PhoenixExporterSettings()
     langfuse: LangfuseExporterSettings = LangfuseExporterSettings()
     datadog: DatadogExporterSettings = DatadogExporterSettings()
+    mlflow: MlflowExporterSettings = MlflowExporterSettings()
 
     def declared(self) -> list[tuple[ExporterKind[Any], FrozenConfig]]:
         """Every declared exporter with its block, in the fields' order."""

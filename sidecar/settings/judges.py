@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.negotiation import StructuredOutputMode
 from sidecar.settings.base import _empty_is_unset, _Frozen
 from sidecar.settings.redaction import RedactSettings, switched
 
@@ -36,7 +37,9 @@ class JudgeSettings(_Frozen):
     max_retries: int = Field(default=3, ge=0, le=20)
     deadline_s: float | None = Field(default=None, gt=0)
     transport: Literal["auto", "http", "litellm"] = "auto"
-    structured_output: Literal["json_schema", "prompt"] = "json_schema"
+    # auto: json_schema, then json_object with the schema, then JSON asked in the prompt, as the server takes them
+    # (docs/structured-output.md); or one of those from the start.
+    structured_output: StructuredOutputMode = "auto"
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, gt=0)
     ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)

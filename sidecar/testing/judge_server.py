@@ -4,6 +4,10 @@ It speaks the real wire format, so the real clients (litellm, the fast HTTP tran
 scripted replies with usage and provider cost, delays, HTTP errors with Retry-After, malformed bodies.
 Replies come from a FIFO script first, then from a responder function (default: a fixed reply).
 
+``refuse_formats`` names ``response_format`` types the server does not take, answered as llama.cpp's
+``llama_cpp.server`` answers ``json_schema``: HTTP 500 with its request validation error (by default; set
+``refusal_status`` for vLLM's 400 or TGI's 422). A refused request is recorded but takes no scripted reply.
+
 Run standalone for benchmarks: ``python -m sidecar.testing.judge_server --port 8000 --latency-ms 200``
 (``--fixed``: the leaner ``sidecar.testing.fixed_judge_server``, for load tests).
 """
@@ -26,7 +30,7 @@ from aiohttp import web
 from sidecar.testing.completions import chat_completion
 from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
 
-__all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder"]
+__all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder", "format_refusal"]
 
 _ids = itertools.count(1)
 
@@ -87,12 +91,27 @@ class RecordedRequest:
         return next((str(m.get("content")) for m in self.body.get("messages", []) if m.get("role") == "system"), None)
 
 
+def format_refusal(kind: str, status: int = 500) -> Reply:
+    """What llama.cpp's server (``llama_cpp.server`` 0.3.36) answers a ``response_format`` type it has no grammar
+    for: its request model's validation error, wrapped as an internal error (``llama_cpp/server/errors.py``)."""
+    message = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "
+        f"\"Input should be 'text' or 'json_object'\", 'input': '{kind}', 'ctx': {{'expected': \"'text' or "
+        "'json_object'\"}}\n"
+    )
+    payload = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
+    return Reply(content=None, status=status, usage=None, body=json.dumps(payload).encode())
+
+
 class JudgeServer:
     def __init__(self, responder: Responder | None = None, *, record: bool = True) -> None:
         self._responder = responder
         self._script: deque[Reply] = deque()
         self._record = record
         self.requests: list[RecordedRequest] = []
+        # response_format types refused (as llama.cpp refuses json_schema), with this status.
+        self.refuse_formats: frozenset[str] = frozenset()
+        self.refusal_status = 500
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -108,8 +127,14 @@ class JudgeServer:
         self._script.clear()
         self.requests.clear()
         self._responder = responder
+        self.refuse_formats = frozenset()
+        self.refusal_status = 500
 
     async def _reply_for(self, body: dict[str, Any]) -> Reply:
+        response_format = body.get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind in self.refuse_formats:
+            return format_refusal(str(kind), self.refusal_status)
         if self._script:
             return self._script.popleft()
         if self._responder is None:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +29,7 @@ from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.support.loopback import serve_on_loopback
+from tests.support.server_process import ServerProcess
 from tests.support.sidecar_process import free_port
 
 __all__ = ["FaultyFront", "PhoenixServer", "phoenix", "phoenix_executable", "phoenix_session", "with_project"]
@@ -60,14 +59,14 @@ def with_project(request: ExportTraceServiceRequest, project: str) -> ExportTrac
     return copy
 
 
-class PhoenixServer:
+class PhoenixServer(ServerProcess):
+    name = "phoenix"
+
     def __init__(self, executable: str, workdir: Path) -> None:
+        super().__init__(workdir)
         self.executable = executable
-        self.workdir = workdir
         self.http_port = free_port()
         self.grpc_port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_s: list[float] = []  # time to healthy, per start
 
     @property
     def url(self) -> str:
@@ -78,14 +77,10 @@ class PhoenixServer:
         return f"http://127.0.0.1:{self.grpc_port}"
 
     @property
-    def log_path(self) -> Path:
-        return self.workdir / "phoenix.log"
+    def health_url(self) -> str:
+        return self.url + "/healthz"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    async def start(self, timeout_s: float = 180) -> None:
+    def environment(self) -> dict[str, str]:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("PHOENIX_") and "API_KEY" not in k}
         environment.update(
             _QUIET,
@@ -94,48 +89,10 @@ class PhoenixServer:
             PHOENIX_PORT=str(self.http_port),
             PHOENIX_GRPC_PORT=str(self.grpc_port),
         )
-        started = time.monotonic()
-        self.process = self._spawn(environment)
-        deadline = started + timeout_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"phoenix exited ({self.process.returncode}):\n{self._log_tail()}")
-                try:
-                    async with session.get(self.url + "/healthz") as response:
-                        if response.status == 200:
-                            self.startup_s.append(time.monotonic() - started)
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.25)
-        self.stop()
-        raise TimeoutError(f"phoenix not healthy after {timeout_s} s:\n{self._log_tail()}")
+        return environment
 
-    def _spawn(self, environment: dict[str, str]) -> subprocess.Popen[bytes]:
-        with self.log_path.open("ab") as log:
-            return subprocess.Popen(
-                [self.executable, "serve"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=environment,
-                cwd=self.workdir,
-                start_new_session=True,
-            )
-
-    def stop(self, timeout_s: float = 30) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
-
-    def _log_tail(self, chars: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+    def command(self) -> list[str]:
+        return [self.executable, "serve"]
 
     # -- OTLP in ---------------------------------------------------------------------------------------------
     async def send_traces(self, request: ExportTraceServiceRequest) -> None:

@@ -75,7 +75,7 @@ def sidecar_config(
         "exporters": {
             "prometheus": {"host": "127.0.0.1", "port": metrics_port},
             "kafka_scores": {"topic": scores_topic},
-            "otlp": {"endpoint": otlp_endpoint, "protocol": "http/protobuf", "evaluation_logs": False}
+            "otlp": {"endpoint": otlp_endpoint, "protocol": "http/protobuf", "events": "span"}
             if otlp_endpoint
             else {"enabled": False},
         },

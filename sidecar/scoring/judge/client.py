@@ -14,6 +14,10 @@ it uses up the attempt's retries:
 - Non-retryable provider errors (4xx) end the attempt at once, except the fatal ones (401, 402, 403, 404:
   the judge cannot work until a human acts), which a gate that holds without bound pauses on: the call
   waits there and is sent again once the judge is resumed.
+- A call trying a structured-output shape the server may refuse (``ChatRequest.shape_probe``, while
+  ``structured_output: auto`` learns what the server takes: ``sidecar.scoring.judge.negotiation``) ends at the
+  first answer that may be that refusal (400, 415, 422, 500, 501), unretried and marked so that the gate does
+  not count it against the judge's health; the step tries the next shape.
 
 Every HTTP call, whatever becomes of its run afterwards, is reported to the client's observers when it
 ends (outcome, duration, usage, estimated and provider-reported cost), so metrics match the provider's
@@ -37,6 +41,7 @@ from sidecar.scoring.backoff import equal_jitter
 from sidecar.scoring.deadline import deadline_paused
 from sidecar.scoring.judge.errors import JudgeError, ProviderError, StructuredOutputError
 from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.negotiation import Settled, ShapeNegotiation, refuses_shape
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse, Transport
 from sidecar.scoring.types import JudgeCall
@@ -60,6 +65,8 @@ class CallResult:
     error: JudgeError | None  # the provider's, the gate's, or ``accept``'s format error
     calls: tuple[JudgeCall, ...]
     value: Any = None  # what ``accept`` made of the response
+    # A shape probe the server answered with what may be a refusal of the shape (``error`` says how).
+    shape_refused: bool = False
 
 
 # What ``CallGate.admit_now`` returns when the call cannot go at once (it must ``await acquire``).
@@ -138,12 +145,17 @@ class JudgeClient:
         gate: CallGate | None = None,
         observers: Sequence[JudgeCallObserver] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_structured_output: Settled | None = None,
     ) -> None:
         self.model = model
         self.transport = transport if transport is not None else _make_transport(model)
         self.gate = gate or CallGate()
         self.observers = tuple(observers)
         self._sleep = sleep
+        # What the judge's server takes as structured output (``on_structured_output`` hears of it once known).
+        self.shapes = ShapeNegotiation(
+            model.structured_output, judge=model.litellm_model, on_settled=on_structured_output
+        )
 
     def _backoff(self, retry_index: int, error: ProviderError) -> float:
         if error.retry_after_s is not None:
@@ -176,8 +188,11 @@ class JudgeClient:
                 response = await self.transport.complete(request)
             except ProviderError as error:
                 duration = time.perf_counter() - started
-                failed = self._ended(request, permit, _failed_call(error, duration))
+                shape_refused = request.shape_probe and refuses_shape(error)
+                failed = self._ended(request, permit, _failed_call(error, duration, shape_probe=shape_refused))
                 calls.append(failed)
+                if shape_refused:  # maybe the shape, not the judge: the step tries the next shape at once
+                    return CallResult(None, error, tuple(calls), shape_refused=True)
                 if error.fatal and self.gate.max_hold_s is None:
                     # A bad key, no quota or no model: the gate pauses the judge and the call waits there for
                     # the fix (a gate that cannot hold without bound has no one to wait for: it fails).
@@ -243,13 +258,14 @@ class JudgeClient:
         await self.transport.aclose()
 
 
-def _failed_call(error: ProviderError, duration_s: float) -> JudgeCall:
+def _failed_call(error: ProviderError, duration_s: float, *, shape_probe: bool = False) -> JudgeCall:
     return JudgeCall(
         outcome=error.outcome,
         duration_s=duration_s,
         status_code=error.status_code,
         error_name=error.name,
         error_message=error.message[:500],
+        shape_probe=shape_probe,
     )
 
 

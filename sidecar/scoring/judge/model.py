@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, FilePath, SecretStr
 
+from sidecar.scoring.judge.negotiation import StructuredOutputMode
+
 __all__ = ["FAST_PATH_PROVIDERS", "Judge", "JudgeModel"]
 
 # Providers whose chat API is OpenAI's wire format; the fast HTTP transport serves them directly.
@@ -31,7 +33,9 @@ class JudgeModel(BaseModel):
     # Bound on one attempt including its transport retries; None means timeout_s × (max_retries + 1).
     deadline_s: float | None = Field(default=None, gt=0)
     transport: Literal["auto", "http", "litellm"] = "auto"
-    structured_output: Literal["json_schema", "prompt"] = "json_schema"
+    # auto: learn what the server takes (json_schema, then json_object with the schema, then the prompt alone:
+    # sidecar.scoring.judge.negotiation); or one shape from the start.
+    structured_output: StructuredOutputMode = "auto"
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     backoff_base_s: float = Field(default=0.5, ge=0)

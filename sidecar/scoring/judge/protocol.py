@@ -26,6 +26,9 @@ class ChatRequest:
     # Who asks (scorer id and step): labels the call's metrics; never sent to the provider.
     scorer: str = ""
     step: str = ""
+    # A structured-output shape the server may refuse (``structured_output: auto`` trying it): the client ends
+    # the call at the first answer that may be such a refusal, and the gate does not count it against the judge.
+    shape_probe: bool = False
 
 
 @dataclass(frozen=True, slots=True)

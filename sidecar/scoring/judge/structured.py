@@ -1,9 +1,16 @@
-"""One prompt step's judge execution: attempts, the structured-output fallback, the record.
+"""One prompt step's judge execution: attempts, the structured-output shapes and fallback, the record.
 
-Attempt 1 asks for the step's schema natively (``response_format`` json_schema). If what comes back
-fails *format* validation (unparseable, schema violation, no object), a single fallback attempt asks
-for JSON in the prompt instead. Provider errors never trigger the fallback: a 503 is not the model
-misunderstanding the format. ``generate_reason`` is free text and has exactly one attempt.
+The step asks for its schema in the shape the judge's server takes (``sidecar.scoring.judge.negotiation``):
+``json_schema`` (native structured outputs), ``json_object`` with the schema (JSON mode, the schema also in the
+prompt), or ``prompt`` (JSON asked in the prompt alone). While ``structured_output: auto`` is still learning,
+the shapes are tried in that order, each richer one as a *probe* the server may refuse (then the next one goes
+at once). If what comes back fails *format* validation (unparseable, schema violation, no object), a single
+fallback attempt asks for JSON in the prompt instead. Provider errors never trigger the fallback: a 503 is not
+the model misunderstanding the format. ``generate_reason`` is free text and has exactly one attempt.
+
+An answer to the ``prompt`` shape (no grammar held the model to JSON) is *repaired* when it is not JSON as it
+stands: the object is found in prose or a code fence and mended (quotes, trailing commas, an unclosed brace)
+with ``json_repair``; what comes out is validated as strictly as any answer.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import json_repair
 import pydantic_core
 from pydantic import BaseModel, ValidationError
 
@@ -24,10 +32,12 @@ from sidecar.scoring.judge.errors import (
     JSONParseError,
     JudgeError,
     NoObjectGeneratedError,
+    ProviderError,
     StructuredOutputError,
     TypeValidationError,
 )
 from sidecar.scoring.judge.model import Judge
+from sidecar.scoring.judge.negotiation import Shape
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse
 from sidecar.scoring.types import (
@@ -41,9 +51,18 @@ from sidecar.scoring.types import (
     StepName,
 )
 
-__all__ = ["StepOutcome", "execute_prompt_step", "fallback_prompt", "parse_structured"]
+__all__ = [
+    "StepOutcome",
+    "execute_prompt_step",
+    "fallback_prompt",
+    "json_object_response_format",
+    "native_response_format",
+    "parse_structured",
+]
 
 _FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+# Longest answer the repair reads (json_repair is pure Python: a rambling answer up to max_tokens stays cheap).
+MAX_REPAIR_CHARS = 32_768
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +72,34 @@ class StepOutcome:
     error: JudgeError | None
 
 
-def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: str | None) -> BaseModel:
-    """Strictly validate judge text against the schema; every failure is a format error."""
+def _repaired(text: str) -> Any:
+    """The JSON object ``json_repair`` finds in ``text`` (prose around it, a fence, broken quotes or commas), or
+    ``None`` when it finds none."""
+    if len(text) > MAX_REPAIR_CHARS:
+        return None
+    # The object as the model framed it first (from its first brace to its last, or to the end when it never
+    # closed it), then the whole text: the library reads prose before an object as JSON of its own (a "#" as a
+    # comment to the end of the line).
+    start, end = text.find("{"), text.rfind("}")
+    candidates = [text[start : end + 1]] if 0 <= start < end else []
+    if start >= 0:
+        candidates.append(text[start:])
+    candidates.append(text)
+    for candidate in candidates:
+        try:
+            data = json_repair.loads(candidate)
+        except Exception:  # a repair that fails is an answer without JSON, whatever the library raised
+            continue
+        if isinstance(data, dict) and data:
+            return data
+    return None
+
+
+def parse_structured(
+    text: str | None, schema: type[BaseModel], finish_reason: str | None, *, repair: bool = False
+) -> BaseModel:
+    """Strictly validate judge text against the schema; every failure is a format error. ``repair``: an answer
+    that is not JSON as it stands is mended first (see the module doc), then validated as strictly."""
     if text is None or not text.strip():
         raise NoObjectGeneratedError("the judge returned no content", raw_output=text, finish_reason=finish_reason)
     candidate = text.strip()
@@ -64,9 +109,13 @@ def parse_structured(text: str | None, schema: type[BaseModel], finish_reason: s
     try:
         data = pydantic_core.from_json(candidate)
     except ValueError as exc:
-        raise JSONParseError(
-            f"the judge's output is not valid JSON: {exc}", raw_output=text, finish_reason=finish_reason
-        ) from exc
+        data = _repaired(candidate) if repair else None
+        if data is None:
+            raise JSONParseError(
+                f"the judge's output is not valid JSON: {exc}", raw_output=text, finish_reason=finish_reason
+            ) from exc
+    if not isinstance(data, dict) and repair:
+        data = _repaired(candidate) or data
     if not isinstance(data, dict):
         raise NoObjectGeneratedError(
             f"the judge returned JSON {type(data).__name__}, not an object",
@@ -119,6 +168,13 @@ def native_response_format(schema: type[BaseModel], step: StepName) -> Mapping[s
     return response_format
 
 
+def json_object_response_format(schema: type[BaseModel]) -> Mapping[str, Any]:
+    """JSON mode with the schema: ``schema`` is what llama.cpp's servers constrain the grammar by, ``value`` what
+    TGI does; OpenAI-style servers take ``json_object`` and ignore both (the prompt carries the schema too)."""
+    schema_json = json.loads(_schema_text(schema))
+    return {"type": "json_object", "schema": schema_json, "value": schema_json}
+
+
 def fallback_prompt(prompt: str, schema: type[BaseModel]) -> str:
     return (
         f"{prompt}\n\nRespond with a single JSON object and nothing else (no prose, no code fence). "
@@ -162,11 +218,20 @@ def _accept_text(response: ChatResponse) -> str:
     return text.strip()
 
 
-def _accept_schema(schema: type[BaseModel]) -> Callable[[ChatResponse], BaseModel]:
+def _accept_schema(schema: type[BaseModel], *, repair: bool = False) -> Callable[[ChatResponse], BaseModel]:
     def accept(response: ChatResponse) -> BaseModel:
-        return parse_structured(response.text, schema, response.finish_reason)
+        return parse_structured(response.text, schema, response.finish_reason, repair=repair)
 
     return accept
+
+
+def _request_for(shape: Shape, prompt: str, schema: type[BaseModel], step: StepName) -> tuple[str, Any]:
+    """The user message and ``response_format`` of ``shape``."""
+    if shape == "json_schema":
+        return prompt, native_response_format(schema, step)
+    if shape == "json_object":  # JSON mode needs the word JSON in the messages (OpenAI refuses it otherwise)
+        return fallback_prompt(prompt, schema), json_object_response_format(schema)
+    return fallback_prompt(prompt, schema), None
 
 
 async def execute_prompt_step(
@@ -186,11 +251,17 @@ async def execute_prompt_step(
     attempts = 0
 
     async def attempt(
-        text: str, response_format: Mapping[str, Any] | None, accept: Callable[[ChatResponse], Any]
+        text: str,
+        response_format: Mapping[str, Any] | None,
+        accept: Callable[[ChatResponse], Any],
+        *,
+        shape_probe: bool = False,
     ) -> CallResult:
         nonlocal attempts
         attempts += 1
-        request = ChatRequest(_messages(judge, text), response_format, model.timeout_s, scorer_id, step)
+        request = ChatRequest(
+            _messages(judge, text), response_format, model.timeout_s, scorer_id, step, shape_probe=shape_probe
+        )
         result = await client.call(request, accept)
         calls.extend(result.calls)
         if result.response is not None:
@@ -245,16 +316,26 @@ async def execute_prompt_step(
         result = await attempt(prompt, None, _accept_text)
         return finish(value=result.value) if result.error is None else failed(result.error)
 
-    accept = _accept_schema(output_schema)
-    native = model.structured_output == "json_schema"
-    first_text = prompt if native else fallback_prompt(prompt, output_schema)
-    result = await attempt(first_text, native_response_format(output_schema, step) if native else None, accept)
+    # The shapes the judge's server takes (one once known), richest first; all but the last tried as probes.
+    negotiation = client.shapes
+    shapes = negotiation.shapes()
+    refused: list[tuple[Shape, ProviderError]] = []
+    for i, shape in enumerate(shapes):
+        text, response_format = _request_for(shape, prompt, output_schema, step)
+        accept = _accept_schema(output_schema, repair=shape == "prompt")
+        result = await attempt(text, response_format, accept, shape_probe=i < len(shapes) - 1)
+        if result.shape_refused and isinstance(result.error, ProviderError):
+            refused.append((shape, result.error))
+            continue
+        if result.response is not None:  # answered: the server takes this shape
+            negotiation.answered(shape, refused)
+        break
     if result.error is None:
         return finish(value=result.value)
-    if not native or not isinstance(result.error, StructuredOutputError):
+    if shape == "prompt" or not isinstance(result.error, StructuredOutputError):
         return failed(result.error)
     first_raw = result.error.raw_output
 
-    # The single fallback attempt: JSON requested in the prompt, no native schema mode.
-    result = await attempt(fallback_prompt(prompt, output_schema), None, accept)
+    # The single fallback attempt: JSON requested in the prompt, no response_format, the answer repaired.
+    result = await attempt(fallback_prompt(prompt, output_schema), None, _accept_schema(output_schema, repair=True))
     return finish(value=result.value) if result.error is None else failed(result.error, first_raw)
