@@ -85,6 +85,30 @@ def test_validate_lists_four_unrelated_problems_in_one_pass(tmp_path: Path, caps
     )
 
 
+def test_an_eval_only_kind_is_reported_in_the_same_pass_as_a_broken_kafka_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The live rules each read only the blocks they need: the scorers' rule runs although the kafka block (which the
+    exporters' rules read) has a problem of its own, so four unrelated problems are named in one run."""
+    path = tmp_path / "four.yaml"
+    path.write_text(
+        "kafka: {bootstrap_servers: 'localhost:9092', topics: [otlp_spans], max_record_bytes: -5}\n"
+        "judges:\n  default: {model: openai/gpt-4o-mini, api_key: sk-x, timeoutt_s: 3}\n"
+        "scorers:\n"
+        "  - {id: similarity, kind: answer-similarity, judge: default}\n"
+        "  - {id: tone, kind: tonee}\n"
+    )
+    assert main(["validate", "--config", str(path)]) == 2
+    problems = [line.strip() for line in capsys.readouterr().err.splitlines()][1:]
+    assert [problem.split(" (line")[0] for problem in problems] == [
+        "- kafka.max_record_bytes",
+        "- judges.default.timeoutt_s",
+        "- scorers[0].kind",
+        "- scorers[1].kind",
+    ], problems
+    assert "kind 'answer-similarity' scores eval datasets only" in problems[2]
+
+
 def test_rules_across_blocks_are_all_reported_when_one_of_them_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

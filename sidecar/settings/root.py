@@ -142,19 +142,36 @@ class Settings(EvalSettings):
 
     kafka: KafkaSettings
 
+    # The live rules, one validator per set of blocks they read: ``validate`` runs each on the blocks that are valid
+    # on their own, so a rule reading only the scorers reports even while the kafka block has problems of its own.
     @model_validator(mode="after")
-    def _live(self) -> Settings:
-        problems: list[InitErrorDetails] = []
-        for i, scorer in enumerate(self.scorers):
-            problems.extend(scorer.live_problems(("scorers", i)))
-        problems.extend(self._session_problems())
+    def _live_scorers(self) -> Settings:
+        problems = [
+            problem for i, scorer in enumerate(self.scorers) for problem in scorer.live_problems(("scorers", i))
+        ]
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    @model_validator(mode="after")
+    def _live_sessions(self) -> Settings:
+        problems = self._session_problems()
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    @model_validator(mode="after")
+    def _live_exporters(self) -> Settings:
         view = SettingsView(
             scorer_ids=tuple(scorer.id for scorer in self.scorers),
             input_topics=tuple(self.kafka.topics),
             dead_letter_topic=self.kafka.dead_letter_topic,
         )
-        for exporter, block in self.exporters.declared():  # each exporter's own rules across blocks
-            problems.extend(exporter.problems(block, view))
+        problems = [
+            problem
+            for exporter, block in self.exporters.declared()  # each exporter's own rules across blocks
+            for problem in exporter.problems(block, view)
+        ]
         if problems:
             raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
