@@ -374,3 +374,17 @@ def test_demo_serve_names_the_command_as_this_shell_can_run_it(monkeypatch: pyte
     assert runnable_command() == str(script)
     monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
     assert runnable_command() == "scoring-sidecar"
+
+
+async def test_an_empty_openai_key_means_the_stand_in_said_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a shell or a compose file leaves it: the variable set, its value empty. Not a key for the real judge.
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    out = io.StringIO()
+    options = DemoOptions(metrics_port=0, duration_s=2, interval_s=60, rate=5, max_records=5)
+    assert await run_demo(options, out=out) == 0
+    text = out.getvalue()
+    notices = [line for line in text.splitlines() if "OPENAI_API_KEY" in line]
+    assert notices == [
+        "OPENAI_API_KEY is set but empty: judging with the local stand-in (set the key, or pass --judge-model)"
+    ], text
+    assert "not a language model" in text  # the stand-in's own notice: no call went to OpenAI

@@ -25,6 +25,7 @@ from sidecar.demo.config import (
     DemoOptions,
     demo_config,
     demo_settings,
+    empty_key_notice,
     judge_config,
     serve_config_yaml,
     stand_in_judge_config,
@@ -155,6 +156,9 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
     started = time.monotonic()
     stop_all = asyncio.Event()
     stand_in = not wants_real_judge(options)
+    notice = empty_key_notice(options)
+    if notice is not None:
+        print(notice, file=out)
     counter = [0]
     summary = DemoSummary()
     async with _embedded(stand_in, stop_all, out) as (broker, judge_server):

@@ -4,7 +4,7 @@ judge (``demo_config``), validated by the settings' own loader, and its options.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ __all__ = [
     "conversation_scorers",
     "demo_config",
     "demo_settings",
+    "empty_key_notice",
     "judge_config",
     "serve_config_yaml",
     "stand_in_judge_config",
@@ -194,7 +195,16 @@ def judge_config(options: DemoOptions, stand_in_url: str | None) -> tuple[dict[s
     return judge, model
 
 
-def wants_real_judge(options: DemoOptions, environ: Iterable[str] | None = None) -> bool:
-    """``--judge-model`` given, or an OpenAI key in the environment (then ``openai/gpt-4o-mini``)."""
-    names = set(os.environ if environ is None else environ)
-    return options.judge_model is not None or "OPENAI_API_KEY" in names
+def wants_real_judge(options: DemoOptions, environ: Mapping[str, str] | None = None) -> bool:
+    """``--judge-model`` given, or an OpenAI key in the environment (then ``openai/gpt-4o-mini``). A key set but
+    empty (``OPENAI_API_KEY=``, as a shell or a compose file leaves it) is no key: the stand-in judges."""
+    env = os.environ if environ is None else environ
+    return options.judge_model is not None or bool(env.get("OPENAI_API_KEY", "").strip())
+
+
+def empty_key_notice(options: DemoOptions, environ: Mapping[str, str] | None = None) -> str | None:
+    """The line that says an empty ``OPENAI_API_KEY`` was taken for none (None: the key is absent or set)."""
+    env = os.environ if environ is None else environ
+    if options.judge_model is None and "OPENAI_API_KEY" in env and not env["OPENAI_API_KEY"].strip():
+        return "OPENAI_API_KEY is set but empty: judging with the local stand-in (set the key, or pass --judge-model)"
+    return None
