@@ -186,3 +186,24 @@ def test_a_key_left_empty_by_an_unset_variable_names_the_variable() -> None:
     settings = load_settings(SASL, environ={"KAFKA_SASL_PASSWORD": secret})
     assert settings.kafka.security.sasl_password is not None
     assert settings.kafka.security.sasl_password.get_secret_value() == secret
+
+
+LIVE_CLAIMS = ("work in a live configuration", "the same `judges` and `scorers` as a live configuration")
+
+
+@pytest.mark.parametrize(
+    "example",
+    sorted(
+        path.name
+        for path in (Path(__file__).resolve().parents[1] / "examples").glob("eval*.yaml")
+        if any(claim in path.read_text() for claim in LIVE_CLAIMS)
+    ),
+)
+def test_examples_that_say_their_scorers_work_live_validate_in_a_live_configuration(
+    example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What an example says of its scorers holds: its judges and scorers, pasted under a kafka block, pass validate."""
+    source = (Path(__file__).resolve().parents[1] / "examples" / example).read_text()
+    live = tmp_path / "live.yaml"
+    live.write_text("kafka: {bootstrap_servers: 'localhost:9092', topics: [otlp_spans]}\n" + source)
+    assert main(["validate", "--config", str(live)]) == 0, capsys.readouterr().err
