@@ -310,3 +310,20 @@ def test_langfuse_datadog_and_the_dead_letters_are_assembled_and_ingest_keeps_wh
         assert f'scoring_sidecar_exporter_up{{exporter="{exporter}"}} 1.0' in exposition
     kept = kept_resource_attributes(settings, assembly.scorers)
     assert kept == frozenset({"deployment.environment.name", "deployment.environment"})
+
+
+def test_a_judge_without_a_price_shows_its_cost_and_spend_at_zero_from_the_start() -> None:
+    # The demo's stand-in has no price: its calls cost nothing, and the cost panels read 0, not "no data".
+    settings = load_eval_settings(
+        "judges:\n  standin: {model: openai/scoring-sidecar-stand-in, api_key: x}\n"
+        "scorers:\n  - {id: tox, kind: toxicity, judge: standin}\n  - {id: sim, kind: content-similarity}\n"
+    )
+    metrics = SidecarMetrics()
+    assemble(settings, metrics=metrics)
+    value = metrics.registry.get_sample_value
+    judge = "openai/scoring-sidecar-stand-in"
+    for source in ("estimated", "provider"):
+        labels = {"judge_model": judge, "scorer": "tox", "source": source}
+        assert value("scoring_sidecar_judge_cost_usd_total", labels) == 0
+        assert value("scoring_sidecar_judge_cost_usd_total", {**labels, "scorer": "sim"}) is None  # no judge
+    assert value("scoring_sidecar_judge_spend_usd", {"judge_model": judge}) == 0

@@ -126,15 +126,22 @@ class SidecarMetrics(ServiceObserver):
         scale: float = 1.0,
         scope: str = "span",
         late_spans: bool = False,
+        judge_model: JudgeModel | str | None = None,
     ) -> None:
         """A configured scorer: its info series (kind, direction, scope) and its scale; ``late_spans``: its stage counts
-        spans that arrive for a trace it already scored (the series at 0 from the start)."""
+        spans that arrive for a trace it already scored (the series at 0 from the start); ``judge_model``: the judge
+        its prompt steps call, whose cost for it starts at 0 (a judge with no price, the stand-in, costs nothing:
+        the dashboards' cost panels read 0, not "no data")."""
         check_label(direction, ("higher", "lower"), "score direction")
         check_label(scope, SCOPES, "scope")
         self.set_scorer_scale(scorer, scale)
         self.runs.scorer_info.labels(scorer=scorer, kind=kind, direction=direction, scope=scope).set(1)
         if late_spans:
             self._child(self.traces.late_spans, scorer)
+        if judge_model is not None:
+            label = self.register_judge(judge_model)
+            for source in ("estimated", "provider"):
+                self._child(self.judges.cost, label, scorer, source)
 
     def register_judge(self, judge_model: JudgeModel | str) -> str:
         """Create a judge's series at zero (calls by outcome, paused), so rates and alerts see them early."""
@@ -153,6 +160,7 @@ class SidecarMetrics(ServiceObserver):
             judges.state.labels(judge_model=label, state=state).set(1 if state == "closed" else 0)
         judges.held_runs.labels(judge_model=label)
         judges.oldest_hold.labels(judge_model=label)
+        judges.spend.labels(judge_model=label)  # nothing spent yet; every priced call moves it
         return label
 
     def track_judge_pause(self, judge_model: JudgeModel | str, reason: Callable[[], str | None]) -> None:

@@ -198,6 +198,7 @@ def assemble(
                 scale=configured.scale,
                 scope=configured.scope,
                 late_spans=facts_of(configured).late_spans,
+                judge_model=configured.judge_model,
             )
             if versions is not None:
                 versions.register_scorer(
