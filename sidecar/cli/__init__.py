@@ -58,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded("validate", lambda: commands.validate(args))
     if args.command == "preview":
         return _guarded("preview", lambda: commands.preview(args))
+    if args.command == "config-reference":
+        from sidecar.settings.reference import reference_markdown
+
+        print(reference_markdown(), end="")
+        return 0
     if args.command == "kinds":
         from sidecar.scorers.catalog import kinds_table
 

@@ -154,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
         description="List the scorer kinds a configuration can name under scorers[].kind (Markdown table).",
     )
+    commands.add_parser(
+        "config-reference",
+        help="print the configuration reference (every key, its type, default and what it does; Markdown)",
+        description="Print the configuration reference generated from the settings models: docs/configuration.md.",
+    )
     validate = commands.add_parser(
         "validate",
         help="check a configuration file (and build its scorers); exit 0 or 2",
