@@ -44,7 +44,14 @@ from exporters.prometheus.labels import (
 )
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SessionTurnOutcome, SkipOutcome
+from sidecar.core.observers import (
+    IngestSkipReason,
+    JudgeState,
+    LimitName,
+    ServiceObserver,
+    SessionTurnOutcome,
+    SkipOutcome,
+)
 from sidecar.core.runs import SCOPES, ReadyReason, SessionCloseReason
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
@@ -173,6 +180,12 @@ class SidecarMetrics(ServiceObserver):
 
     def dead_lettered(self, reason: str, n: int = 1) -> None:
         self.ingest.dead_letters.add(reason, n)
+
+    def dead_letter_refused(self, reason: str, n: int = 1) -> None:
+        self._child(self.ingest.dead_letters_refused, reason).inc(n)
+
+    def limit_hit(self, limit: LimitName, n: int = 1) -> None:
+        self._child(self.ingest.limit_hits, limit).inc(n)
 
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         # Not through _child: a revoked partition's series is removed, and a kept child would outlive it.

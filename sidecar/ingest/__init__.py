@@ -9,7 +9,8 @@ from sidecar.ingest.deadletter import (
     DeadLetterCounter,
     DeadLetterReason,
     RecordOrigin,
-    dead_letter_headers,
+    letter_record,
+    one_per_reason,
 )
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
 from sidecar.ingest.pipeline import IngestConfig, ProcessedRecord, process_record
@@ -23,7 +24,8 @@ __all__ = [
     "ProcessedRecord",
     "RecordOrigin",
     "TraceDecodeError",
-    "dead_letter_headers",
     "decode_traces",
+    "letter_record",
+    "one_per_reason",
     "process_record",
 ]

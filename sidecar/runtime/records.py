@@ -114,8 +114,7 @@ class RecordHandler:
                 key=record.key,
                 headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
             )
-            await self._publisher.publish(origin, processed.dead_letters)
-            for letter in processed.dead_letters:
+            for letter in await self._publisher.publish(origin, processed.dead_letters):
                 self._observer.dead_lettered(letter.reason.value)
         self._observe(tp.topic, processed)
         work = [

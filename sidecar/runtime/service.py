@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.core import Flushable, Sink
 from sidecar.core.observers import ServiceObserver
+from sidecar.ingest.deadletter import DEFAULT_MAX_REQUEST_SIZE
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.agent_labels import AgentLabels
@@ -185,7 +186,11 @@ class ScoringService:
                 self._ledger.offsets, self._checkpointed, consumer, self._observer, confirmations=confirmations
             )
             publisher = DeadLetterPublisher(
-                clients.producer, self._ingest.dead_letter_topic, encoding=self._ingest.encoding
+                clients.producer,
+                self._ingest.dead_letter_topic,
+                encoding=self._ingest.encoding,
+                max_request_size=self._clients.producer.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE),
+                observer=self._observer,
             )
             handler = RecordHandler(
                 self._ingest,

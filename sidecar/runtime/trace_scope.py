@@ -31,7 +31,7 @@ from sidecar.conventions.trace_runs import TraceSpan, trace_runs
 from sidecar.core import ScorerRunRequest
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ReadyReason
-from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, lone_span_request
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, spans_request
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.configured import ConfiguredScorer
@@ -295,37 +295,42 @@ class TraceScope:
         return runs, list(rejects.values()), turns
 
     async def _set_aside(self, trace: BufferedTrace[TopicPartition], rejects: list[SpanReject]) -> None:
-        """Dead letters for the agent spans of a ready trace that cannot become runs: each carries the span alone
-        (OTLP protobuf), with the record that brought it as its origin."""
+        """Dead letters for the agent spans of a ready trace that cannot become runs: one per reason, carrying those
+        spans alone (OTLP protobuf), with the record that brought the first as its origin."""
         publisher = self.publisher
         assert publisher is not None
         tp = trace.partition
         by_id = {item.span.span_id.hex(): item for item in trace.decoded()}
+        by_reason: dict[str, list[SpanReject]] = {}
         for reject in rejects:
-            item = by_id.get(reject.span_id)
+            by_reason.setdefault(reject.reason, []).append(reject)
+        for reason, same in by_reason.items():
+            first = same[0]
             letter = DeadLetter(
-                DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
+                DeadLetterReason(reason), first.detail, trace_id=first.trace_id, span_id=first.span_id, spans=len(same)
             )
-            value = lone_span_request(item.span, item.service) if item is not None else b""
-            offset = item.offset if item is not None else -1
+            items = [by_id[reject.span_id] for reject in same if reject.span_id in by_id]
+            value = spans_request((item.span, item.service) for item in items) if items else b""
+            offset = items[0].offset if items else -1
             origin = RecordOrigin(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
             # Until delivered, the trace's records stay uncommitted: retried, not given up.
             while True:
                 try:
-                    await publisher.publish(origin, [letter], encoding="otlp_proto")
+                    delivered = await publisher.publish(origin, [letter], encoding="otlp_proto")
                     break
                 except Exception as exc:
                     log.warning(
                         "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
                         "uncommitted, retrying in %ss",
-                        reject.span_id,
+                        first.span_id,
                         letter.reason.value,
                         self._dead_letter_topic,
                         exc,
                         _DEAD_LETTER_RETRY_S,
                     )
                     await asyncio.sleep(_DEAD_LETTER_RETRY_S)
-            self._observer.dead_lettered(letter.reason.value)
+            for sent in delivered:
+                self._observer.dead_lettered(sent.reason.value)
 
     def _release_records(self, trace: BufferedTrace[TopicPartition]) -> None:
         for offset in trace.records:
