@@ -12,6 +12,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from sidecar.conventions.run_limit import limit_runs
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
 from sidecar.ingest.kafka import DeadLetterPublisher
@@ -21,6 +22,7 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.ledger import RecordLedger
+from sidecar.runtime.limits import MAX_RUNS_PER_RECORD, runs_over_limit
 from sidecar.runtime.trace_scope import TraceScope
 
 __all__ = ["RecordHandler"]
@@ -44,6 +46,7 @@ class RecordHandler:
         publisher: DeadLetterPublisher,
         traces: TraceScope | None,
         key_sampling: bool = True,
+        max_runs: int = MAX_RUNS_PER_RECORD,
     ) -> None:
         self._ingest = ingest
         self._scorers = tuple(scorers)
@@ -56,6 +59,7 @@ class RecordHandler:
         self._observer = observer
         self._publisher = publisher
         self._traces = traces
+        self._max_runs = max_runs
         # A session scorer samples conversations, which a record's key does not name: it keeps every record.
         sampler = KeySampler(1.0 if s.scope == "session" else s.selection.sample_rate for s in scorers)
         self._sampler = sampler if key_sampling and sampler.useful else None
@@ -122,6 +126,9 @@ class RecordHandler:
             for configured, requests in zip(self._scorers, processed.runs, strict=True)
             for request in requests
         ]
+        work, over = limit_runs(work, self._max_runs)
+        if over:
+            runs_over_limit(self._observer, f"record {tp.topic}/{tp.partition}@{offset}", len(work) + over, over)
         # No await from here on: a trace this record joins cannot be released before the record is held.
         joined = (
             traces.join(tp, offset, processed.traces, record.timestamp)

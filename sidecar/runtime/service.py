@@ -125,6 +125,7 @@ class ScoringService:
                 dead_letter_topic=ingest.dead_letter_topic,
                 span_attributes=ingest.span_attributes,
                 turns=turns,
+                max_runs=limits.max_runs_per_record,
             )
             if trace_scorers or turns is not None
             else None
@@ -202,6 +203,7 @@ class ScoringService:
                 publisher=publisher,
                 traces=self._traces,
                 key_sampling=self._key_sampling,
+                max_runs=self._limits.max_runs_per_record,
             )
             intake = self._intake = self._new_intake(consumer, handler)
             if sessions is not None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from aiokafka import TopicPartition
 
+from sidecar.conventions.run_limit import limit_runs
 from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.session_turns import TurnSummary
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
@@ -37,6 +38,7 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.ledger import Claim, RecordLedger
+from sidecar.runtime.limits import MAX_RUNS_PER_RECORD, runs_over_limit
 from sidecar.runtime.pacing import INGEST_SLICE_S
 from sidecar.runtime.sessions.turns import TurnPublishing
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
@@ -67,6 +69,7 @@ class TraceScope:
         dead_letter_topic: str,
         span_attributes: frozenset[str] = frozenset(),
         turns: TurnPublishing | None = None,
+        max_runs: int = MAX_RUNS_PER_RECORD,
     ) -> None:
         self._scorers = tuple(scorers)
         self._highest_rate = max((s.selection.sample_rate for s in self._scorers), default=0.0)
@@ -78,6 +81,7 @@ class TraceScope:
         self._capacity = capacity
         self._observer = observer
         self._max_in_flight_runs = max_in_flight_runs
+        self._max_runs = max_runs  # per ready trace
         self._dead_letter_topic = dead_letter_topic
         self._span_attributes = span_attributes  # what each run keeps of its agent span's attributes
         self.publisher: DeadLetterPublisher | None = None  # once the producer has started
@@ -216,6 +220,9 @@ class TraceScope:
         if reason != "root_idle":
             log.debug("trace %s ready (%s) with %d spans", trace.trace_id.hex(), reason, trace.span_count)
         runs, rejects, turns = self._assemble(trace, reason)
+        runs, over = limit_runs(runs, self._max_runs)
+        if over:
+            runs_over_limit(self._observer, f"trace {trace.trace_id.hex()}", len(runs) + over, over)
         if not runs and not turns:
             self.buffer.forget(trace)  # no agent span here yet: spans after this start the trace anew
         parts = len(runs) + (1 if rejects else 0) + (1 if turns else 0)
