@@ -44,6 +44,7 @@ from exporters.prometheus.labels import (
 )
 from sidecar import __version__
 from sidecar.core import ScoredRun
+from sidecar.core.label_values import bounded_label
 from sidecar.core.observers import (
     IngestSkipReason,
     JudgeState,
@@ -244,7 +245,7 @@ class SidecarMetrics(ServiceObserver):
             return
         if outcome == "shed":
             self._child(self.judges.shed, self.register_judge(judge or "unknown"), shed_reason).inc(n)
-        self._child(self.runs.scorer_runs, scorer, agent, outcome).inc(n)
+        self._child(self.runs.scorer_runs, scorer, bounded_label(agent), outcome).inc(n)
 
     def run_finished(self, run: ScoredRun) -> None:
         """Everything a finished run tells: outcome, duration, score and end-to-end lag (both normalised or
@@ -253,7 +254,8 @@ class SidecarMetrics(ServiceObserver):
         the provider's bill."""
         runs = self.runs
         target = run.request.target
-        scorer, agent, exemplar = run.scorer_id, run.agent_label, _exemplar(target.trace_id)
+        # The runtime's agent labels are bounded already (AgentLabels); a run labelled elsewhere is bounded here.
+        scorer, agent, exemplar = run.scorer_id, bounded_label(run.agent_label), _exemplar(target.trace_id)
         check_label(run.outcome, RUN_OUTCOMES, "scorer outcome")
         self._child(runs.scorer_runs, scorer, agent, run.outcome).inc(1, exemplar=exemplar)
         duration_s = (run.finished_unix_nano - run.started_unix_nano) / 1e9

@@ -123,7 +123,7 @@ def service_for(
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
         readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
-        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels, observer=assembly.observer),
         key_sampling=kafka.key_sampling,
         source=source,
         sessions=sessions.limits() if sessions is not None else None,

@@ -90,7 +90,7 @@ class ScoringService:
         self._readiness_checks = tuple(readiness_checks)
         self._ledger: RecordLedger[TopicPartition] = RecordLedger()
         self._dispatcher = RunDispatcher(
-            sinks, observer, agent_labels or AgentLabels(), run_timeout_s=limits.run_timeout_s
+            sinks, observer, agent_labels or AgentLabels(observer=observer), run_timeout_s=limits.run_timeout_s
         )
         self._capacity = Capacity(observer, lambda: self._dispatcher.in_flight)
         self._capacity.bound(lambda: self._dispatcher.in_flight >= limits.max_in_flight_runs)
