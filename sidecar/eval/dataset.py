@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.core import ScorerRunRequest, SpanTarget
+from sidecar.core.text_files import NotUtf8, read_utf8
 from sidecar.eval.conversation import DatasetTurn, TurnsError, parse_turns, session_request, turns_json
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
@@ -244,11 +245,11 @@ def load_dataset(path: Path) -> list[EvalItem]:
     """Items of a ``.jsonl`` (also ``.json`` lines) or ``.csv`` file. Raises :class:`DatasetError` with every
     bad line of the file (or :class:`EvalError` when it cannot be read)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_utf8(path, bom=True)
     except OSError as exc:
         raise EvalError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise EvalError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except NotUtf8 as exc:
+        raise EvalError(str(exc)) from None
     items: list[EvalItem] = []
     problems: list[str] = []
 
