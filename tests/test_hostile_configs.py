@@ -156,3 +156,9 @@ def test_a_thresholds_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     status, err, _, _ = validate(HEAD, tmp_path, command=("eval", str(dataset), "--thresholds", str(thresholds)))
     assert status == 2 and "Traceback" not in err
     assert "thresholds.yaml is not UTF-8 text: byte 0xe9 at byte offset 11 (line 1" in err
+
+
+def test_a_configuration_over_a_megabyte_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    status, err, seconds, _ = validate(LIVE_HEAD + "# " + "x" * (1024 * 1024) + "\n", tmp_path)
+    assert status == 2 and "Traceback" not in err and "over 1048576: is it the right file?" in err
+    assert seconds < 2

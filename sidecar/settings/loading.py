@@ -6,7 +6,7 @@
 - Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
   They never carry input values, so secrets cannot leak through them.
 - A configuration comes from anyone who can open a pull request, so reading one is bounded (docs/limits.md): its
-  values counted as aliases expand them (``MAX_VALUES``: a 1 KB alias bomb otherwise takes gigabytes), its
+  size (``MAX_BYTES``), its values counted as aliases expand them (``MAX_VALUES``: a 1 KB alias bomb otherwise takes gigabytes), its
   nesting (``MAX_DEPTH``: an alias that holds itself otherwise recurses without end), and its bytes read as UTF-8
   with one line naming the byte offset where they are not.
 """
@@ -35,7 +35,8 @@ __all__ = ["expand_env", "load_eval_settings", "load_settings", "load_settings_a
 
 
 Loc = tuple[str | int, ...]
-# Far above any real configuration (the example has about 400 values, nested 6 deep), far below what hurts.
+# Far above any real configuration (the example is 14 KB, about 400 values nested 6 deep), far below what hurts.
+MAX_BYTES = 1024 * 1024
 MAX_VALUES = 100_000
 MAX_DEPTH = 64
 _ENV_REF = re.compile(r"\$\$\{|\$\{([^}]*)\}")
@@ -185,6 +186,9 @@ class _Document:
 def _read_utf8(path: Path) -> str:
     """The file's text; a :class:`SettingsError` of one line when it cannot be read, or is not UTF-8."""
     try:
+        if path.stat().st_size > MAX_BYTES:
+            message = f"{path} is {path.stat().st_size} bytes, over {MAX_BYTES}: is it the right file?"
+            raise SettingsError([SettingsProblem("", None, message)], str(path))
         return read_utf8(path)
     except OSError as exc:
         raise SettingsError([SettingsProblem("", None, f"cannot read {path}: {exc.strerror}")], str(path)) from None
@@ -391,6 +395,9 @@ def _load(source: str | Path, model: type[EvalSettings] | None, environ: Mapping
         text = _read_utf8(source)
     else:
         name, text = None, source
+    if len(text) > MAX_BYTES:
+        message = f"the configuration is {len(text)} characters, over {MAX_BYTES}: is it the right file?"
+        raise SettingsError([SettingsProblem("", None, message)], name)
     try:
         doc = _Document(text, environ)
     except _Unbounded as exc:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sidecar.scoring.deadline import deadline_paused
-from sidecar.scoring.judge.errors import JudgeError, ProviderError, StructuredOutputError
+from sidecar.scoring.judge.errors import JudgeError, PromptTooLargeError, ProviderError, StructuredOutputError
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.pricing import estimate_cost_usd
 from sidecar.scoring.judge.protocol import ChatRequest, ChatResponse, Transport
@@ -159,6 +159,14 @@ class JudgeClient:
         call an ``invalid_output`` (the judge answered, with nothing usable), returned as the error.
         """
         model = self.model
+        size = sum(len(message.get("content") or "") for message in request.messages)
+        if size > model.max_prompt_chars:
+            # Traced content (or an eval dataset) larger than the judge should be sent: never sent, never billed.
+            too_large = PromptTooLargeError(
+                f"the prompt is {size} characters, over the judge's max_prompt_chars ({model.max_prompt_chars}): "
+                "not sent"
+            )
+            return CallResult(None, too_large, ())
         if request.timeout_s != model.timeout_s:
             request = dataclasses.replace(request, timeout_s=model.timeout_s)
         calls: list[JudgeCall] = []
