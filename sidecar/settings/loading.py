@@ -6,9 +6,9 @@
 - Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
   They never carry input values, so secrets cannot leak through them.
 - A configuration comes from anyone who can open a pull request, so reading one is bounded (docs/limits.md): its
-  size (``MAX_BYTES``), its values counted as aliases expand them (``MAX_VALUES``: a 1 KB alias bomb otherwise takes gigabytes), its
-  nesting (``MAX_DEPTH``: an alias that holds itself otherwise recurses without end), and its bytes read as UTF-8
-  with one line naming the byte offset where they are not.
+  size (``MAX_BYTES``), its values counted as aliases expand them (``MAX_VALUES``: a 1 KB alias bomb otherwise
+  takes gigabytes), its nesting (``MAX_DEPTH``: an alias that holds itself otherwise recurses without end), and
+  its bytes read as UTF-8 with one line naming the byte offset where they are not.
 """
 
 from __future__ import annotations
