@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,6 +32,7 @@ __all__ = [
     "serve_config_yaml",
     "stand_in_judge_config",
     "wants_real_judge",
+    "write_private",
 ]
 
 DEFAULT_REAL_JUDGE = "openai/gpt-4o-mini"
@@ -198,3 +200,11 @@ def wants_real_judge(options: DemoOptions, environ: Iterable[str] | None = None)
     """``--judge-model`` given, or an OpenAI key in the environment (then ``openai/gpt-4o-mini``)."""
     names = set(os.environ if environ is None else environ)
     return options.judge_model is not None or "OPENAI_API_KEY" in names
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` to ``path``, readable by its owner only, never through a symlink planted at ``path`` (``O_NOFOLLOW``:
+    the demo's configuration names its broker and judge, and a shared temporary directory is anyone's)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
