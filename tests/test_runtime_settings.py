@@ -435,7 +435,7 @@ def test_a_record_the_dead_letter_producer_could_not_carry_is_refused_at_validat
             """
         )
     )
-    assert raised.kafka.producer_options()["max_request_size"] == 4259840
+    assert raised.kafka.max_request_size == 4259840
 
 
 def test_otlp_enabled_needs_an_endpoint() -> None:

@@ -122,6 +122,7 @@ def service_for(
         limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),
+        max_request_size=kafka.max_request_size,
         readiness_checks=(assembly.judges_holding, assembly.exporters_refused),
         agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels, observer=assembly.observer),
         key_sampling=kafka.key_sampling,

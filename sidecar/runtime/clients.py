@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from sidecar.core import Flushable
+from sidecar.ingest.deadletter import DEFAULT_MAX_REQUEST_SIZE
 from sidecar.runtime.startup import EXIT_UNREACHABLE, BrokerWait, StartupFailure, quiet_connect_errors
 from sidecar.runtime.stopping import cancel_and_wait
 
@@ -39,6 +40,8 @@ class ClientOptions:
     consumer: dict[str, Any]
     producer: dict[str, Any]
     startup_timeout_s: float
+    # The dead-letter producer's (kafka.max_request_size): its letters are cut to fit it.
+    max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
 
 
 async def start_clients(
@@ -106,7 +109,11 @@ async def _start_attempt(options: ClientOptions, sinks: Sequence[Flushable], ste
             step[0] = f"starting exporter {sink.name}"
             await sink.start()
         step[0] = "starting the dead-letter producer"
-        producer = AIOKafkaProducer(bootstrap_servers=options.bootstrap_servers, acks="all", **options.producer)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=options.bootstrap_servers,
+            acks="all",
+            **{"max_request_size": options.max_request_size, **options.producer},
+        )
         await producer.start()
         step[0] = "starting the consumer"
         consumer = AIOKafkaConsumer(

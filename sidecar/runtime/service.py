@@ -74,12 +74,18 @@ class ScoringService:
         key_sampling: bool = True,
         sessions: SessionLimits | None = None,
         turn_topic: TurnTopic | None = None,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
     ) -> None:
         if not scorers:
             raise ValueError("the service needs at least one scorer")
         self._limits = limits = limits or RuntimeLimits()
         self._clients = ClientOptions(
-            bootstrap_servers, group_id, consumer_options or {}, producer_options or {}, limits.startup_timeout_s
+            bootstrap_servers,
+            group_id,
+            consumer_options or {},
+            producer_options or {},
+            limits.startup_timeout_s,
+            max_request_size,
         )
         self._ingest = ingest
         self._key_sampling = key_sampling
@@ -190,7 +196,7 @@ class ScoringService:
                 clients.producer,
                 self._ingest.dead_letter_topic,
                 encoding=self._ingest.encoding,
-                max_request_size=self._clients.producer.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE),
+                max_request_size=self._clients.max_request_size,
                 observer=self._observer,
             )
             handler = RecordHandler(

@@ -120,9 +120,9 @@ class KafkaSettings(_Frozen):
     key_sampling: bool = True
     # producer (dead letters, score records)
     enable_idempotence: bool = False
-    # The most one record the producers send may weigh (aiokafka's max_request_size): a dead letter is cut to fit it
+    # The most one dead letter may weigh (the dead-letter producer's max_request_size): a letter is cut to fit it
     # (docs/limits.md). At least max_record_bytes, so that a letter carries any record the sidecar reads whole
-    # beside its headers; the topics' max.message.bytes must take it too.
+    # beside its headers; the dead-letter topic's max.message.bytes must take it too.
     max_request_size: int = Field(default=DEFAULT_MAX_REQUEST_SIZE, ge=64 * 1024)
 
     @field_validator("bootstrap_servers", mode="before")
@@ -179,11 +179,7 @@ class KafkaSettings(_Frozen):
 
     def producer_options(self) -> dict[str, Any]:
         """aiokafka producer keyword arguments beyond bootstrap_servers (secrets included)."""
-        return {
-            "client_id": self.client_id,
-            "max_request_size": self.max_request_size,
-            **self.security.client_options(),
-        }
+        return {"client_id": self.client_id, **self.security.client_options()}
 
     def ingest_config(
         self,
