@@ -21,6 +21,7 @@ from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.ledger import Claim
 from sidecar.scoring import create_scorer
+from tests.support.agent_runs import agent_run
 
 
 def test_first_agents_keep_their_names_then_other_and_one_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -89,13 +90,14 @@ async def test_metrics_stay_under_a_megabyte_with_a_thousand_distinct_one_megaby
     metrics = SidecarMetrics()
     metrics.register_scorer("length", kind="python", direction="higher")
     dispatcher = RunDispatcher([], metrics, AgentLabels(observer=metrics), run_timeout_s=10)
+    run_input, run_output = agent_run("Where is my order?", "It ships tomorrow.")
     scorer = ConfiguredScorer(
         create_scorer(id="length", description="answer length").generate_score(lambda ctx: 0.5)  # type: ignore[arg-type]
     )
     for i in range(1000):
         name = f"{i:04d}-" + "n" * 1024 * 1024
         target = SpanTarget(trace_id=f"{i:032x}", span_id=f"{i:016x}", agent_name=name, end_time_unix_nano=0)
-        request = ScorerRunRequest.model_construct(target=target, input=None, output=None)
+        request = ScorerRunRequest.model_construct(target=target, input=run_input, output=run_output)
         dispatcher.start(scorer, request, Claim(1, lambda: None))
         if i % 50 == 49:
             assert await dispatcher.drain(10) == 0
@@ -111,3 +113,7 @@ async def test_metrics_stay_under_a_megabyte_with_a_thousand_distinct_one_megaby
     assert len(agents) == 51 and "other" in agents and max(len(a) for a in agents) <= MAX_LABEL_CHARS
     hits = metrics.registry.get_sample_value("scoring_sidecar_limit_hits_total", {"limit": "agent_label_chars"})
     assert hits == 1000
+    scored = metrics.registry.get_sample_value(
+        "scoring_sidecar_scorer_runs_total", {"scorer": "length", "agent": "other", "outcome": "scored"}
+    )
+    assert scored == 950  # every run scored: each agent has its score histogram too
