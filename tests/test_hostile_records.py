@@ -30,6 +30,9 @@ from tests.support.sidecar_process import (
     score_values,
     sidecar_config,
 )
+from tests.support.sidecar_process import (
+    metric_sample as sample,
+)
 
 MAX_RECORD = 1024 * 1024  # kafka.max_record_bytes by default
 HEADERS = [("traceparent", b"00-" + b"a" * 32 + b"-" + b"b" * 16 + b"-01"), ("tenant", b"t" * 300)]
@@ -78,17 +81,6 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes |
             await (await producer.send(topic, value, key=key, headers=HEADERS))
     finally:
         await producer.stop()
-
-
-def sample(text: str, name: str, labels: dict[str, str]) -> float:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def letter_bytes(record: Any) -> int:
