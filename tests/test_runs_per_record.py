@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -15,10 +16,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from exporters.kafka_scores import KafkaScoreSink
 from exporters.prometheus import SidecarMetrics
 from sidecar.conventions.run_limit import limit_runs
+from sidecar.core.runs import Scope
 from sidecar.embedded.traffic import TrafficGenerator
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.runtime.limits import RuntimeLimits
+from sidecar.runtime.limits import RuntimeLimits, TraceBufferLimits
 from sidecar.runtime.service import ScoringService
 from sidecar.scorers.text import get_assistant_message_from_run_output
 from sidecar.scoring import create_scorer
@@ -73,9 +75,12 @@ def record_with_agent_spans(count: int) -> bytes:
     return request.SerializeToString()
 
 
+@pytest.mark.parametrize("scope", ["span", "trace"])
 async def test_a_record_of_a_thousand_agent_spans_starts_the_bounded_runs_and_counts_the_rest(
-    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str]
+    kafka_bootstrap: str, new_topic: Callable[..., Any], unique_name: Callable[[str], str], scope: Scope
 ) -> None:
+    """Scope span: the record's runs are bounded where they are built from it. Scope trace: the record is one
+    trace, whose runs are bounded when it is assembled."""
     from aiokafka import AIOKafkaProducer
 
     spans_topic, scores_topic, dead_topic = await new_topic("spans"), await new_topic("scores"), await new_topic("dead")
@@ -92,10 +97,13 @@ async def test_a_record_of_a_thousand_agent_spans_starts_the_bounded_runs_and_co
         group_id=group,
         ingest=IngestConfig(topic=spans_topic, dead_letter_topic=dead_topic),
         topics=[spans_topic],
-        scorers=[ConfiguredScorer(length_scorer("first")), ConfiguredScorer(length_scorer("second"))],
+        scorers=[
+            ConfiguredScorer(length_scorer("first"), scope=scope),
+            ConfiguredScorer(length_scorer("second"), scope=scope),
+        ],
         sinks=[KafkaScoreSink(kafka_bootstrap, topic=scores_topic)],
         observer=metrics,
-        limits=RuntimeLimits(commit_interval_s=0.2, max_runs_per_record=30),
+        limits=RuntimeLimits(commit_interval_s=0.2, max_runs_per_record=30, trace_buffer=TraceBufferLimits(idle_s=0.2)),
         consumer_options=FAST_CONSUMER,
     )
     stop = asyncio.Event()
