@@ -75,7 +75,7 @@ WHY: dict[str, tuple[str, str | tuple[str, ...]]] = {
     ),
     "lipsum without end": ("{{ output }} {{ lipsum(n=100000, html=False, min=1000, max=2000) }}", "'lipsum'"),
     "output repeated 100,000 times": ("{{ output }}" * 100_000, "bytes, over 1048576: is it the right file?"),
-    "a template over its bound": ("{{ output }}" * 10_000, "the template is 120000 characters, over 100000"),
+    "a template over its bound": ("{{ output }}" * 10_000, "the template is 120001 characters, over 100000"),
     "output repeated past the prompt's bound": (
         "{{ output }}{% for i in range(40000) %}{{ output }}{{ 'x' * 200 }}{% endfor %}",
         "the template produces more than 400000 characters",
