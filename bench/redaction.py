@@ -40,9 +40,9 @@ from pydantic import SecretStr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fixed_judge import start_fixed_judge
+from sidecar.conventions.spans import spans_to_runs
 from sidecar.core.runs import ScorerRunRequest
 from sidecar.embedded.traffic import TrafficGenerator
-from sidecar.ingest.pipeline import IngestConfig, process_record
 from sidecar.redaction.entities import DEFAULT_ENTITIES, ENTITIES
 from sidecar.redaction.redactor import PresidioRedactor, RedactionPolicy
 from sidecar.scorers import create_llm_judge_scorer
@@ -75,7 +75,7 @@ def demo_runs(traces: int) -> list[ScorerRunRequest]:
     """The agent runs of ``traces`` demo traces, as ingest maps them (span scope)."""
     runs: list[ScorerRunRequest] = []
     for trace in TrafficGenerator(seed=7).traces(traces):
-        runs.extend(process_record(trace.request.SerializeToString(), IngestConfig()).runs)
+        runs.extend(spans_to_runs(trace.request).runs)
     return runs
 
 

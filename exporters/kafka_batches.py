@@ -17,32 +17,16 @@ from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import (
-    CorruptRecordException,
-    InvalidTimestampError,
-    InvalidTopicError,
-    MessageSizeTooLargeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-)
+from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from exporters.delivery import CONFIRMED, DeliveryQueue, Entry, Outcome, Settle, failed, rejected
 from exporters.partitioner import KeyPartitioner
+from sidecar.core.kafka_errors import PERMANENT_ERRORS
 
 __all__ = ["KafkaRecord", "ProducerBatches", "delivery_outcome"]
 
 log = logging.getLogger("exporters.kafka_batches")
-
-# The record can never be accepted: retrying would block every later commit forever.
-_PERMANENT_ERRORS: tuple[type[BaseException], ...] = (
-    MessageSizeTooLargeError,
-    RecordTooLargeError,
-    RecordListTooLargeError,
-    CorruptRecordException,
-    InvalidTimestampError,
-    InvalidTopicError,
-)
 
 
 class KafkaRecord(Protocol):
@@ -74,7 +58,7 @@ def delivery_outcome(error: BaseException | None) -> Outcome:
         return CONFIRMED
     detail = f"{type(error).__name__}: {error}"
     # A batch the broker refuses for good: the error is about the records as sent (the size, the topic).
-    return rejected(detail, each=True) if isinstance(error, _PERMANENT_ERRORS) else failed(detail)
+    return rejected(detail, each=True) if isinstance(error, PERMANENT_ERRORS) else failed(detail)
 
 
 class ProducerBatches(Generic[R]):
@@ -121,7 +105,7 @@ class ProducerBatches(Generic[R]):
         except Exception as error:  # metadata unavailable: kept for the next flush, like a failed send
             settle(
                 batch,
-                delivery_outcome(error) if isinstance(error, _PERMANENT_ERRORS) else failed(str(error) or repr(error)),
+                delivery_outcome(error) if isinstance(error, PERMANENT_ERRORS) else failed(str(error) or repr(error)),
             )
             return
         by_partition: dict[int, list[Entry[R]]] = {}

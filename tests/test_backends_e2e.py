@@ -13,7 +13,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.core import names
 from sidecar.embedded.heuristic_judge import heuristic_reply
@@ -34,6 +33,9 @@ from tests.support.sidecar_process import (
     score_values,
     sidecar_config,
 )
+from tests.support.sidecar_process import (
+    metric_sample as sample,
+)
 
 NewTopic = Callable[..., Awaitable[str]]
 SCORERS = ("prompt-alignment", "similarity")
@@ -53,15 +55,6 @@ async def datadog() -> AsyncIterator[DatadogStandIn]:
     yield stand_in
     await stand_in.stop()
     assert stand_in.invalid == []
-
-
-def sample(text: str, name: str, labels: dict[str, str]) -> float:
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:

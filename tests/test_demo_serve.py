@@ -126,3 +126,66 @@ def test_print_config_names_its_variables_and_selects_every_demo_agent(capsys: o
         "completeness",
     ]
     assert main(["demo", "--config-out", "x.yaml"]) == 2
+
+
+def _until_ready(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    banner = []
+    for line in process.stdout:
+        banner.append(line)
+        if line.startswith("ready:"):
+            break
+    return "".join(banner)
+
+
+def test_the_default_configuration_goes_to_a_private_directory_not_through_a_planted_symlink(tmp_path: Path) -> None:
+    """The old default was a fixed name in the shared temporary directory: anyone could plant a symlink there first
+    and have the demo write through it. Now: a directory of its own (mkdtemp, 0700), the file 0600, both removed
+    at the stop."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    (temp / "scoring-sidecar-demo.yaml").symlink_to(victim)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli", "demo", "--serve", "--interval", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(TMPDIR=str(temp)),
+    )
+    try:
+        banner = _until_ready(demo)
+        match = re.search(r"^config: (\S+)$", banner, re.M)
+        assert match, banner
+        config = Path(match[1])
+        assert config.parent.parent == temp and config.parent.name.startswith("scoring-sidecar-demo-")
+        assert config.parent.stat().st_mode & 0o777 == 0o700 and config.stat().st_mode & 0o777 == 0o600
+        assert yaml.safe_load(config.read_text())["kafka"]["bootstrap_servers"]
+        assert demo.stdout is not None
+        for line in demo.stdout:  # one report of the traffic: a stop before the first one meets an aiokafka race
+            if "traces produced" in line:
+                break
+    finally:
+        code, out = _stop(demo, 30)
+    assert code == 0, out[-3000:]
+    assert victim.read_text() == "untouched"
+    assert not config.parent.exists()
+
+
+def test_a_config_out_that_is_a_symlink_is_refused_in_one_line(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    link = tmp_path / "demo.yaml"
+    link.symlink_to(victim)
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "demo", "--serve", "--config-out", str(link)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"demo: cannot write the configuration to {link}: it is a symbolic link" in done.stderr
+    assert "Traceback" not in done.stderr and victim.read_text() == "untouched"

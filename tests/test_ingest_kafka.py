@@ -3,23 +3,16 @@ dead-lettered with their origin, the partition moving on and committed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
-from sidecar.core import ScoredRun
 from sidecar.core import names as n
 from sidecar.ingest import IngestConfig
-from sidecar.runtime.configured import ConfiguredScorer
-from sidecar.runtime.limits import RuntimeLimits
-from tests.support.custom_scorer import create_constant_scorer
 from tests.support.otel import otlp_json, otlp_proto
-from tests.support.service import scoring_service
-from tests.support.sidecar_process import committed_total
+from tests.support.service import drain_through_service
 from tests.support.traces import agent_trace, hex_ids, span_by_name
 
 NewTopic = Callable[..., Awaitable[str]]
@@ -34,60 +27,6 @@ def _agent(name: str, output: str = "") -> dict[str, str]:
         n.GEN_AI_OUTPUT_MESSAGES: output
         or json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": f"{name} answers"}]}]),
     }
-
-
-class Captured:
-    """A sink that keeps every finished run (and confirms every flush)."""
-
-    name = "captured"
-
-    def __init__(self) -> None:
-        self.runs: list[ScoredRun] = []
-        self.outstanding = 0
-
-    async def start(self) -> None:
-        return None
-
-    async def submit(self, run: ScoredRun) -> None:
-        self.runs.append(run)
-
-    async def flush(self, timeout_s: float) -> bool:
-        return True
-
-    async def close(self) -> None:
-        return None
-
-
-async def _consume(
-    bootstrap: str, ingest: IngestConfig, group: str, expect_runs: int, expect_committed: int, partitions: int = 1
-) -> list[ScoredRun]:
-    """The records of ``ingest.topic`` through the service (span scope, a code scorer), until ``expect_runs`` runs
-    ended and ``expect_committed`` offsets are committed."""
-    sink = Captured()
-    service = scoring_service(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        ingest=ingest,
-        scorers=[ConfiguredScorer(create_constant_scorer())],
-        sinks=[sink],
-        limits=RuntimeLimits(commit_interval_s=0.1),
-        consumer_options={**FAST_CONSUMER, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500},
-    )
-    stop = asyncio.Event()
-    running = asyncio.create_task(service.run(stop))
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            done = len(sink.runs) >= expect_runs
-            if done and await committed_total(bootstrap, group, ingest.topic, partitions) >= expect_committed:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError(f"{len(sink.runs)} of {expect_runs} runs")
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, 30)
-    return sink.runs
 
 
 async def _read_all(bootstrap: str, topic: str, count: int) -> list[ConsumerRecord[bytes, bytes]]:
@@ -133,7 +72,7 @@ async def test_compressed_batch_with_poison_records(
         await producer.stop()
 
     config = IngestConfig(topic=topic, dead_letter_topic=dlq)
-    runs = await _consume(kafka_bootstrap, config, unique_name("group"), expect_runs=2, expect_committed=4)
+    runs = await drain_through_service(kafka_bootstrap, config, unique_name("group"), expect_runs=2, expect_committed=4)
 
     # The partition moved past both bad records: every offset is committed, the good records scored.
     assert sorted(run.request.target.agent_name or "" for run in runs) == ["first", "last"]
@@ -167,7 +106,7 @@ async def test_json_records_through_a_consumer_group(
         await producer.stop()
 
     config = IngestConfig(topic=topic, encoding="otlp_json", dead_letter_topic=await new_topic("dlq-json"))
-    (run,) = await _consume(
+    (run,) = await drain_through_service(
         kafka_bootstrap, config, unique_name("group"), expect_runs=1, expect_committed=1, partitions=2
     )
 

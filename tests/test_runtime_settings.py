@@ -408,6 +408,36 @@ def test_kafka_security_consistency() -> None:
     assert all(line == 5 or line == 3 for _, line, _ in problems)
 
 
+def test_a_record_the_dead_letter_producer_could_not_carry_is_refused_at_validate() -> None:
+    """kafka.max_record_bytes above the producer's max_request_size: the letter of a record just under the bound
+    would be cut (or, before letters were bounded, refused and the partition stopped)."""
+    problems = problems_of(
+        """
+        kafka:
+          bootstrap_servers: x
+          max_record_bytes: 4194304
+        scorers: [{id: a, kind: content-similarity}]
+        """
+    )
+    assert problems == [
+        (
+            "kafka.max_record_bytes",
+            3,
+            "4194304 is over max_request_size (1048576): the dead letter of a record the sidecar reads could not carry "
+            "it; raise max_request_size (and the dead-letter topic's max.message.bytes) or lower max_record_bytes",
+        )
+    ]
+    raised = load_settings(
+        yaml_text(
+            """
+            kafka: {bootstrap_servers: x, max_record_bytes: 4194304, max_request_size: 4259840}
+            scorers: [{id: a, kind: content-similarity}]
+            """
+        )
+    )
+    assert raised.kafka.max_request_size == 4259840
+
+
 def test_otlp_enabled_needs_an_endpoint() -> None:
     problems = problems_of(MINIMAL + "exporters:\n  otlp: {enabled: true}\n")
     assert problems == [("exporters.otlp.endpoint", 7, "required when the OTLP exporter is enabled")]

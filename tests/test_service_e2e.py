@@ -12,7 +12,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.heuristic_judge import heuristic_reply
@@ -31,6 +30,9 @@ from tests.support.sidecar_process import (
     read_topic,
     score_values,
     sidecar_config,
+)
+from tests.support.sidecar_process import (
+    metric_sample as sample,
 )
 
 POISON = b"\x0a\xff\xff\xff\xff garbage that is not OTLP"
@@ -58,15 +60,6 @@ async def backlog(
     traces = list(TrafficGenerator(seed=seed).traces(count))
     await produce_traces(kafka_bootstrap, names[0], traces, poison=poison)
     return names, traces
-
-
-def sample(text: str, name: str, labels: dict[str, str]) -> float:
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                total += s.value
-    return total
 
 
 def sidecar_for(

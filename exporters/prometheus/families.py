@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from exporters.prometheus.labels import (
     DEAD_LETTER_REASONS,
     JUDGE_CALL_DURATION_BUCKETS,
+    LIMITS,
     PREFIX,
     SCORE_BUCKETS,
     SCORE_LATENCY_BUCKETS,
@@ -258,7 +259,9 @@ class DeadLetterCounts(Collector):
         with self._lock:
             counts = dict(self._counts)
         family = CounterMetricFamily(
-            self._name, "Records (or spans) sent to the dead-letter topic, by reason.", labels=["reason"]
+            self._name,
+            "Dead letters sent to the dead-letter topic (one per record and reason), by reason.",
+            labels=["reason"],
         )
         for reason in sorted(counts):
             family.add_metric([reason], counts[reason])
@@ -295,6 +298,26 @@ class IngestFamilies:
         )
         self.dead_letters = DeadLetterCounts(f"{P}_dead_letters")
         r.register(self.dead_letters)
+        self.dead_letters_refused = Counter(
+            f"{P}_dead_letters_refused",
+            "Dead letters the broker (or the producer) refused for good, by reason: each logged at ERROR, its record "
+            "committed without it.",
+            ["reason"],
+            registry=r,
+        )
+        self.limit_hits = Counter(
+            f"{P}_limit_hits",
+            "Bounds on traced input hit, by limit (docs/limits.md): dead_letter_bytes (a dead letter cut to "
+            "kafka.max_request_size), agent_label_chars (an agent name too long for a label), agent_labels (an "
+            "agent past runtime.max_agent_labels, labelled other), runs_per_record (a record's runs past "
+            "runtime.max_runs_per_record).",
+            ["limit"],
+            registry=r,
+        )
+        for reason in DEAD_LETTER_REASONS:
+            self.dead_letters_refused.labels(reason)
+        for limit in LIMITS:
+            self.limit_hits.labels(limit)
 
 
 class TraceFamilies:

@@ -14,7 +14,14 @@ import math
 from typing import Final, Literal, get_args
 
 from sidecar.core.deadletters import DeadLetterReason
-from sidecar.core.observers import IngestSkipReason, JudgePauseReason, JudgeState, SessionTurnOutcome, SkipOutcome
+from sidecar.core.observers import (
+    IngestSkipReason,
+    JudgePauseReason,
+    JudgeState,
+    LimitName,
+    SessionTurnOutcome,
+    SkipOutcome,
+)
 from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import RunOutcome
 from sidecar.scoring.judge.errors import ShedReason
@@ -28,6 +35,7 @@ __all__ = [
     "JUDGE_CALL_OUTCOMES",
     "JUDGE_PAUSE_REASONS",
     "JUDGE_STATES",
+    "LIMITS",
     "PREFIX",
     "RUN_OUTCOMES",
     "SCORE_BUCKETS",
@@ -72,6 +80,7 @@ TRACE_READY_REASONS: Final[tuple[str, ...]] = get_args(ReadyReason)
 SESSION_TURN_OUTCOMES: Final[tuple[str, ...]] = get_args(SessionTurnOutcome)
 SESSION_CLOSE_REASONS: Final[tuple[str, ...]] = get_args(SessionCloseReason)
 DEAD_LETTER_REASONS: Final[tuple[str, ...]] = tuple(reason.value for reason in DeadLetterReason)
+LIMITS: Final[tuple[str, ...]] = get_args(LimitName)
 
 # JudgeUsage field → the ``type`` label.
 USAGE_FIELDS: Final[tuple[tuple[str, TokenType], ...]] = (

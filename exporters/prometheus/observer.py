@@ -46,7 +46,15 @@ from exporters.prometheus.labels import (
 )
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SessionTurnOutcome, SkipOutcome
+from sidecar.core.label_values import bounded_label
+from sidecar.core.observers import (
+    IngestSkipReason,
+    JudgeState,
+    LimitName,
+    ServiceObserver,
+    SessionTurnOutcome,
+    SkipOutcome,
+)
 from sidecar.core.runs import SCOPES, ReadyReason, SessionCloseReason
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
@@ -219,6 +227,12 @@ class SidecarMetrics(ServiceObserver):
     def dead_lettered(self, reason: str, n: int = 1) -> None:
         self.ingest.dead_letters.add(reason, n)
 
+    def dead_letter_refused(self, reason: str, n: int = 1) -> None:
+        self._child(self.ingest.dead_letters_refused, reason).inc(n)
+
+    def limit_hit(self, limit: LimitName, n: int = 1) -> None:
+        self._child(self.ingest.limit_hits, limit).inc(n)
+
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         # Not through _child: a revoked partition's series is removed, and a kept child would outlive it.
         if lag is None:
@@ -276,14 +290,15 @@ class SidecarMetrics(ServiceObserver):
             return
         if outcome == "shed":
             self._child(self.judges.shed, self.register_judge(judge or "unknown"), shed_reason).inc(n)
-        self._child(self.runs.scorer_runs, scorer, agent, outcome).inc(n)
+        self._child(self.runs.scorer_runs, scorer, bounded_label(agent), outcome).inc(n)
 
     def run_finished(self, run: ScoredRun) -> None:
         """Everything a finished run tells: outcome, duration, score and end-to-end lag (both normalised or
         clamped), missing parts. Its judge calls were counted as each ended (``judge_call_finished``): a run's
         record misses the calls of runs that are shed, time out or are cancelled, and the metrics must match
         the provider's bill."""
-        scorer, agent, outcome = run.scorer_id, run.agent_label, run.outcome
+        # The runtime's agent labels are bounded already (AgentLabels); a run labelled elsewhere is bounded here.
+        scorer, agent, outcome = run.scorer_id, bounded_label(run.agent_label), run.outcome
         series = self._run_series.get((scorer, agent, outcome))
         if series is None:
             series = self._series_of_runs(scorer, agent, outcome)

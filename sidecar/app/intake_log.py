@@ -6,6 +6,9 @@ happened), from the same observer events the Prometheus metrics count:
 
     intake in the last 60 s: 120 records, 480 spans; runs: prompt-alignment scored 118 failed 2 filtered 360;
     spans set aside: filtered 360; dead letters: none
+
+with ``; limits hit: runs_per_record 3`` and ``; dead letters refused: decode_error 1`` added when a bound on traced
+input was hit or the broker refused a dead letter (docs/limits.md).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import time
 from collections import Counter
 
-from sidecar.core.observers import IngestSkipReason, ServiceObserver, SkipOutcome
+from sidecar.core.observers import IngestSkipReason, LimitName, ServiceObserver, SkipOutcome
 from sidecar.core.scored import ScoredRun
 from sidecar.scoring.judge.errors import ShedReason
 
@@ -37,6 +40,8 @@ class IntakeTally(ServiceObserver):
         self.runs: Counter[tuple[str, str]] = Counter()  # (scorer, outcome or skip)
         self.set_aside: Counter[str] = Counter()
         self.dead_letters: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
+        self.limits: Counter[str] = Counter()
 
     def record_consumed(self, topic: str, spans_seen: int) -> None:
         self.records += 1
@@ -47,6 +52,12 @@ class IntakeTally(ServiceObserver):
 
     def dead_lettered(self, reason: str, n: int = 1) -> None:
         self.dead_letters[reason] += n
+
+    def dead_letter_refused(self, reason: str, n: int = 1) -> None:
+        self.refused[reason] += n
+
+    def limit_hit(self, limit: LimitName, n: int = 1) -> None:
+        self.limits[limit] += n
 
     def runs_skipped(
         self,
@@ -65,7 +76,7 @@ class IntakeTally(ServiceObserver):
 
     def take(self, period_s: float) -> str | None:
         """The line for the period just ended (None when nothing happened), and a fresh count."""
-        if not (self.records or self.runs or self.dead_letters):
+        if not (self.records or self.runs or self.dead_letters or self.refused or self.limits):
             return None
         by_scorer: dict[str, list[str]] = {}
         for (scorer, outcome), n in self.runs.items():
@@ -77,6 +88,10 @@ class IntakeTally(ServiceObserver):
             f"intake in the last {period_s:g} s: {self.records} records, {self.spans} spans; runs: {runs}; "
             f"spans set aside: {set_aside}; dead letters: {dead}"
         )
+        if self.refused:
+            line += "; dead letters refused: " + ", ".join(f"{r} {n}" for r, n in self.refused.most_common())
+        if self.limits:
+            line += "; limits hit: " + ", ".join(f"{limit} {n}" for limit, n in self.limits.most_common())
         finished = any(outcome in ("scored", "failed", "not_scorable") for _, outcome in self.runs)
         if not finished and (self.set_aside or self.runs):
             # The case this line exists for: traffic arrives and nothing is scored.

@@ -110,12 +110,16 @@ def service_for(
         assembly.sinks,
         observer=assembly.observer,
         limits=runtime.limits(max_poll_records=kafka.max_poll_records, startup_timeout_s=kafka.startup_timeout_s),
-        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels),
+        agent_labels=AgentLabels(runtime.max_agent_labels, runtime.agent_labels, observer=assembly.observer),
     )
     dead_letters = DeadLetterPublisher(
-        kafka.bootstrap_servers_str, ingest.dead_letter_topic, encoding=ingest.encoding,
+        kafka.bootstrap_servers_str,
+        ingest.dead_letter_topic,
+        encoding=ingest.encoding,
         producer_options=kafka.producer_options(),
-    )  # fmt: skip
+        max_request_size=kafka.max_request_size,
+        observer=assembly.observer,
+    )
     stages = build_stages(
         assembly.scorers,
         engine,

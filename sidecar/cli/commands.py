@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the settings module imports pydantic and the scorer library: not for --help
+    from sidecar.demo import DemoOptions
     from sidecar.scoring import Scorer
     from sidecar.settings import EvalSettings, SettingsError
 
@@ -357,16 +359,38 @@ def demo(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.serve:
-            import tempfile
-            from pathlib import Path
-
-            from sidecar.demo import run_serve
-
-            where = Path(args.config_out or Path(tempfile.gettempdir()) / "scoring-sidecar-demo.yaml")
-            return asyncio.run(run_serve(options, where))
+            return _serve(options, args.config_out)
         return asyncio.run(run_demo(options))
     except BrokerStartError as exc:
         raise StartupFailure(f"the embedded broker did not start: {exc}", 1) from exc
+
+
+def _serve(options: DemoOptions, config_out: str | None) -> int:
+    """``demo --serve``, its configuration written to ``config_out`` or, by default, into a directory of its own
+    (``mkdtemp``: private, a name nobody could plant a symlink at beforehand), removed at the stop."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sidecar.demo import run_serve
+
+    directory: Path | None = None
+    if config_out is not None:
+        where = Path(config_out)
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="scoring-sidecar-demo-"))
+        where = directory / "sidecar.yaml"
+    try:
+        return asyncio.run(run_serve(options, where))
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename) != where:
+            raise
+        reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        print(f"demo: cannot write the configuration to {where}: {reason}", file=sys.stderr)
+        return 2
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def eval_(args: argparse.Namespace) -> int:

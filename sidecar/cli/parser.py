@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--config-out",
         metavar="FILE",
-        help="with --serve: where to write the configuration (default: scoring-sidecar-demo.yaml in the temporary "
-        "directory)",
+        help="with --serve: where to write the configuration (default: sidecar.yaml in a new private directory under "
+        "the temporary directory, removed at the stop)",
     )
     evaluate = commands.add_parser(
         "eval",

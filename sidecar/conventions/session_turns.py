@@ -31,6 +31,7 @@ __all__ = [
     "TurnCaps",
     "TurnSummary",
     "TurnTool",
+    "cap_turn",
     "conversation_id_of",
     "turn_key",
     "turns_of",
@@ -196,7 +197,44 @@ def _summary(
     caps: TurnCaps,
     complete: bool,
 ) -> TurnSummary:
-    cut = False
+    users = [m.text for m in run.input.input_messages if m.role == "user" and m.text]
+    system = "\n\n".join(m.content for m in run.input.system_messages if m.content)
+    answer = "\n\n".join(m.text for m in run.output if m.role == "assistant" and m.text)
+    calls = [call for message in run.output for call in message.tool_invocations]
+    tools = tuple(
+        TurnTool(id=call.tool_call_id, name=call.tool_name, args=call.args, result=call.result)
+        for call in calls[: caps.tool_calls + 1]  # one past the cap: cap_turn sees there were more
+    )
+    target = run.target
+    summary = TurnSummary(
+        conversation_id=conversation,
+        trace_id=target.trace_id,
+        span_id=target.span_id,
+        parent_span_id=target.parent_span_id,
+        span_name=target.span_name,
+        start_time_unix_nano=agent.span.start_time_unix_nano,
+        end_time_unix_nano=agent.span.end_time_unix_nano,
+        agent_name=target.agent_name,
+        agent_id=target.agent_id,
+        version=target.version,
+        service_name=target.service_name,
+        model=target.model,
+        convention=target.convention,
+        resource_attributes=target.resource_attributes,
+        tools=tools,
+        complete=complete,
+        scorers=scorers,
+        system=system,
+        user=users[-1] if users else "",
+        answer=answer,
+    )
+    return cap_turn(summary, caps)
+
+
+def cap_turn(turn: TurnSummary, caps: TurnCaps) -> TurnSummary:
+    """``turn`` with each field cut to its cap, and flagged ``truncated`` when one was (stage 1 caps the turns it
+    publishes; ``eval`` the turns of a dataset's conversation, to the same bounds)."""
+    cut = turn.truncated
 
     def capped(text: str, limit: int) -> str:
         nonlocal cut
@@ -217,45 +255,20 @@ def _summary(
         cut = True
         return encoded[:limit]
 
-    users = [m.text for m in run.input.input_messages if m.role == "user" and m.text]
-    system = "\n\n".join(m.content for m in run.input.system_messages if m.content)
-    answer = "\n\n".join(m.text for m in run.output if m.role == "assistant" and m.text)
-    calls = [call for message in run.output for call in message.tool_invocations]
-    if len(calls) > caps.tool_calls:
+    if len(turn.tools) > caps.tool_calls:
         cut = True
     tools = tuple(
         TurnTool(
-            id=call.tool_call_id,
-            name=capped(call.tool_name, caps.tool_args),
-            args=capped_value(call.args, caps.tool_args),
-            result=capped_value(call.result, caps.tool_result),
+            id=tool.id,
+            name=capped(tool.name, caps.tool_args),
+            args=capped_value(tool.args, caps.tool_args),
+            result=capped_value(tool.result, caps.tool_result),
         )
-        for call in calls[: caps.tool_calls]
+        for tool in turn.tools[: caps.tool_calls]
     )
-    target = run.target
     fields = {
-        "system": capped(system, caps.system),
-        "user": capped(users[-1] if users else "", caps.text),
-        "answer": capped(answer, caps.text),
+        "system": capped(turn.system, caps.system),
+        "user": capped(turn.user, caps.text),
+        "answer": capped(turn.answer, caps.text),
     }
-    return TurnSummary(
-        conversation_id=conversation,
-        trace_id=target.trace_id,
-        span_id=target.span_id,
-        parent_span_id=target.parent_span_id,
-        span_name=target.span_name,
-        start_time_unix_nano=agent.span.start_time_unix_nano,
-        end_time_unix_nano=agent.span.end_time_unix_nano,
-        agent_name=target.agent_name,
-        agent_id=target.agent_id,
-        version=target.version,
-        service_name=target.service_name,
-        model=target.model,
-        convention=target.convention,
-        resource_attributes=target.resource_attributes,
-        tools=tools,
-        complete=complete,
-        truncated=cut,
-        scorers=scorers,
-        **fields,
-    )
+    return turn.model_copy(update={"tools": tools, "truncated": cut, **fields})

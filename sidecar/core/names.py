@@ -112,8 +112,16 @@ DL_SOURCE_OFFSET: Final = "x-dead-letter-source-offset"
 DL_SPAN_ID: Final = "x-dead-letter-span-id"
 DL_TRACE_ID: Final = "x-dead-letter-trace-id"
 DL_ENCODING: Final = "x-dead-letter-encoding"
-# Score dead letters (exporters.dead_letters): the exporter that refused it, and the size of a value left out.
+# One letter stands for every span of a record (or a ready trace) set aside for one reason: how many, the first named.
+DL_SPAN_COUNT: Final = "x-dead-letter-span-count"
+# A record's bytes travel in one of its letters: the others name the reason of the letter that carries them.
+DL_VALUE_WITH: Final = "x-dead-letter-value-with"
+# The record's own headers or key, left out of a letter they would not fit in: how many headers, how many bytes.
+DL_HEADERS_DROPPED: Final = "x-dead-letter-headers-dropped"
+DL_KEY_DROPPED: Final = "x-dead-letter-key-dropped"
+# Score dead letters (exporters.dead_letters): the exporter that refused it.
 DL_EXPORTER: Final = "x-dead-letter-exporter"
+# The size in bytes of a value cut (a record's dead letter keeps its first bytes) or left out (a score's).
 DL_TRUNCATED: Final = "x-dead-letter-truncated"
 
 # --- OpenInference token counts (kept apart: read only as a fallback for GenAI usage) ---------------

@@ -28,6 +28,7 @@ __all__ = [
     "IngestSkipReason",
     "JudgePauseReason",
     "JudgeState",
+    "LimitName",
     "Observers",
     "ServiceObserver",
     "SessionTurnOutcome",
@@ -50,6 +51,10 @@ JudgePauseReason = Literal["authentication", "payment_required", "permission_den
 # buffered, a copy of a turn already buffered or scored, or late (its window was already scored: it opens a
 # new one).
 SessionTurnOutcome = Literal["published", "no_conversation", "sampled_out", "buffered", "duplicate", "late"]
+# The bounds on traced input whose crossing is counted (docs/limits.md): a dead letter cut to what the producer may
+# send, an agent name too long for a label, an agent past max_agent_labels, a record's runs past
+# max_runs_per_record.
+LimitName = Literal["dead_letter_bytes", "agent_label_chars", "agent_labels", "runs_per_record"]
 
 
 class ServiceObserver:
@@ -66,7 +71,14 @@ class ServiceObserver:
         """``n`` spans of a record were set aside at ingest, before any scorer saw them."""
 
     def dead_lettered(self, reason: str, n: int = 1) -> None:
-        """``n`` records or spans went to the dead-letter topic (``reason``: a ``DeadLetterReason`` value)."""
+        """``n`` dead letters went to the dead-letter topic (``reason``: a ``DeadLetterReason`` value)."""
+
+    def dead_letter_refused(self, reason: str, n: int = 1) -> None:
+        """The broker (or the producer) refused ``n`` dead letters for good: each logged at ERROR, its record
+        committed without it rather than blocking its partition."""
+
+    def limit_hit(self, limit: LimitName, n: int = 1) -> None:
+        """A bound on traced input was hit ``n`` times (docs/limits.md); what crossed it was cut or set aside."""
 
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         """Records between the committed offset and the high watermark; ``None``: the partition was revoked."""

@@ -30,6 +30,7 @@ from sidecar.demo.config import (
     serve_config_yaml,
     stand_in_judge_config,
     wants_real_judge,
+    write_private,
 )
 from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_serving
 from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
@@ -352,7 +353,7 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
     async with _embedded(not wants_real_judge(options), stop, out) as (broker, judge_server):
         judge_url = judge_server.url if judge_server is not None else None
         text = serve_config_yaml(options, bootstrap=broker.bootstrap_servers, judge_url=judge_url)
-        await asyncio.to_thread(config_path.write_text, text, encoding="utf-8")
+        await asyncio.to_thread(write_private, config_path, text)
         agents = ", ".join(a.name for a in AGENTS)
         print(f"broker: {broker.bootstrap_servers} (topics {SPANS_TOPIC}, {SCORES_TOPIC})", file=out)
         real = options.judge_model or DEFAULT_REAL_JUDGE

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -32,6 +33,7 @@ __all__ = [
     "serve_config_yaml",
     "stand_in_judge_config",
     "wants_real_judge",
+    "write_private",
 ]
 
 DEFAULT_REAL_JUDGE = "openai/gpt-4o-mini"
@@ -208,3 +210,11 @@ def empty_key_notice(options: DemoOptions, environ: Mapping[str, str] | None = N
     if options.judge_model is None and "OPENAI_API_KEY" in env and not env["OPENAI_API_KEY"].strip():
         return "OPENAI_API_KEY is set but empty: judging with the local stand-in (set the key, or pass --judge-model)"
     return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """``text`` to ``path``, readable by its owner only, never through a symlink planted at ``path`` (``O_NOFOLLOW``:
+    the demo's configuration names its broker and judge, and a shared temporary directory is anyone's)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)

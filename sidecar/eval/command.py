@@ -16,6 +16,7 @@ from exporters.kafka_scores import score_record_head, score_record_json
 from sidecar.app.assembly import Assembly, assemble
 from sidecar.app.judge_health import JudgeHealth
 from sidecar.app.judge_keys import judges_without_key
+from sidecar.conventions.session_turns import TurnCaps
 from sidecar.core import ScoredRun
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
@@ -23,9 +24,10 @@ from sidecar.eval.records import RecordFile, read_record_file
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.ingest import IngestConfig
-from sidecar.runtime.attempt import attempt_scorer
+from sidecar.runtime.attempt import ScorerAttempt, attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stages import facts_of
+from sidecar.scoring import ScorerRunError
 from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]
@@ -60,14 +62,33 @@ def _record(run: ScoredRun, item: EvalItem) -> dict[str, Any]:
     return record
 
 
+class ItemTooLarge(ValueError):
+    """A one-turn item larger than the scorer's ``targets.max_input_bytes``: not scored, as a live span that large
+    would not be (it is dead-lettered as ``too_large``)."""
+
+
 async def _score_one(
-    configured: ConfiguredScorer, item: EvalItem, observer: Observers, *, timeout_s: float
+    configured: ConfiguredScorer, item: EvalItem, observer: Observers, *, timeout_s: float, caps: TurnCaps
 ) -> ItemResult:
     scorer = configured.scorer
-    request = item.request()
-    attempt = await attempt_scorer(
-        scorer, request, timeout_s=timeout_s, ground_truth=item.ground_truth, request_context=item.run_request_context()
-    )
+    request = item.request(caps)
+    limit = configured.selection.max_input_bytes
+    if not item.is_conversation and item.size_bytes > limit:
+        now = time.time_ns()
+        too_large = ItemTooLarge(
+            f"eval item {item.id or item.index} (line {item.line}) is {item.size_bytes} bytes, over "
+            f"targets.max_input_bytes ({limit}) of {scorer.id}: not scored, as a live span that large would not be"
+        )
+        error = ScorerRunError(failed_step="preprocess", completed_steps=(), result=None, cause=too_large)
+        attempt = ScorerAttempt("failed", False, None, error, now, now)
+    else:
+        attempt = await attempt_scorer(
+            scorer,
+            request,
+            timeout_s=timeout_s,
+            ground_truth=item.ground_truth,
+            request_context=item.run_request_context(),
+        )
     run = attempt.to_scored_run(request, scorer, "eval", needs=configured.needs)
     observer.run_finished(run)  # offline, a run refused by a judge's gate is a failure with its reason
     result = attempt.result
@@ -93,6 +114,7 @@ async def run_eval(
     timeout_s = settings.runtime.run_timeout_s
     tally = EvalTally({})
     health = JudgeHealth()
+    caps = settings.sessions.limits().caps if settings.sessions is not None else TurnCaps()
     # Offline, a judge outage must end the run, not hold it forever: a hold gives up after a run's timeout.
     assembly = assemble(settings, observers=[tally, health], max_hold_s=timeout_s)
     from_records = isinstance(items, RecordFile)
@@ -120,7 +142,7 @@ async def run_eval(
     async def one(configured: ConfiguredScorer, item: EvalItem) -> ItemResult:
         nonlocal done
         async with limit:
-            outcome = await _score_one(configured, item, assembly.observer, timeout_s=timeout_s)
+            outcome = await _score_one(configured, item, assembly.observer, timeout_s=timeout_s, caps=caps)
         done += 1
         if progress is not None:
             progress(done, len(work))
@@ -130,6 +152,8 @@ async def run_eval(
         results = await asyncio.gather(*(one(configured, item) for configured, item in work))
     finally:
         await assembly.aclose()
+    causes = [result.record.get("error", {}).get("cause", {}) for result in results]
+    too_large = [f"  {cause['message']}" for cause in causes if cause.get("name") == ItemTooLarge.__name__]
     return EvalReport(
         tallies=tally.tallies,
         results=list(results),
@@ -138,7 +162,7 @@ async def run_eval(
         items=len(items),
         judge_labels=[judge.label for judge in assembly.judges.values()],
         judge_notes=health.explain(holding=False),
-        skipped=[f"{scorer} not run: it {why}" for scorer, why in skipped.items()],
+        skipped=[f"{scorer} not run: it {why}" for scorer, why in skipped.items()] + too_large,
     )
 
 

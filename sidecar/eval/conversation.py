@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.conventions.session_runs import session_run
-from sidecar.conventions.session_turns import TurnSummary, TurnTool
+from sidecar.conventions.session_turns import TurnCaps, TurnSummary, TurnTool, cap_turn
 from sidecar.core.runs import ScorerRunRequest
 
 __all__ = ["DatasetToolCall", "DatasetTurn", "TurnsError", "parse_turns", "session_request", "turns_json"]
 
 _TURN_FIELDS = ("input", "output", "tool_calls")
+_LIVE_CAPS = TurnCaps()
 _CALL_FIELDS = ("name", "arguments", "result")
 
 
@@ -114,27 +115,37 @@ def turns_json(turns: Sequence[DatasetTurn]) -> list[dict[str, Any]]:
 
 
 def session_request(
-    turns: Sequence[DatasetTurn], *, seed: str, conversation_id: str, system: str | None, label: str
+    turns: Sequence[DatasetTurn],
+    *,
+    seed: str,
+    conversation_id: str,
+    system: str | None,
+    label: str,
+    caps: TurnCaps = _LIVE_CAPS,
 ) -> ScorerRunRequest:
     """The session run of a conversation item, built as stage 2 builds a window's: ids derived from ``seed`` (the
     item's digest), so that the same item gives the same trace and span ids, hence the same score ids, in every
-    run. An item has no clock: its turns are in the dataset's order, and the window is whole."""
+    run. An item has no clock: its turns are in the dataset's order, and the window is whole. Each turn is cut to
+    ``caps`` as stage 1 cuts a live turn (``sessions.caps``)."""
     ids = [hashlib.sha256(f"{seed}:turn:{i}".encode()).hexdigest() for i in range(len(turns))]
     summaries = [
-        TurnSummary(
-            conversation_id=conversation_id,
-            trace_id=digest[:32],
-            span_id=digest[32:48],
-            span_name=label,
-            start_time_unix_nano=0,
-            end_time_unix_nano=0,
-            system=(system or "") if i == 0 else "",
-            user=turn.input,
-            answer=turn.output,
-            tools=tuple(
-                TurnTool(id=f"{digest[32:48]}-call-{j}", name=c.name, args=c.arguments, result=c.result)
-                for j, c in enumerate(turn.tool_calls)
+        cap_turn(
+            TurnSummary(
+                conversation_id=conversation_id,
+                trace_id=digest[:32],
+                span_id=digest[32:48],
+                span_name=label,
+                start_time_unix_nano=0,
+                end_time_unix_nano=0,
+                system=(system or "") if i == 0 else "",
+                user=turn.input,
+                answer=turn.output,
+                tools=tuple(
+                    TurnTool(id=f"{digest[32:48]}-call-{j}", name=c.name, args=c.arguments, result=c.result)
+                    for j, c in enumerate(turn.tool_calls)
+                ),
             ),
+            caps,
         )
         for i, (turn, digest) in enumerate(zip(turns, ids, strict=True))
     ]

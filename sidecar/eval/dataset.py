@@ -12,13 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sidecar.conventions.session_turns import TurnCaps
 from sidecar.core import ScorerRunRequest, SpanTarget
+from sidecar.core.text_files import NotUtf8, read_utf8
 from sidecar.eval.conversation import DatasetTurn, TurnsError, parse_turns, session_request, turns_json
 from sidecar.runtime.attempt import request_context_of
 from sidecar.scorers.context import REQUEST_CONTEXT_KEY
 from sidecar.scoring.agent import AgentRunInput, SystemMessage, assistant_message, user_message
 
-__all__ = ["DatasetError", "EvalError", "EvalItem", "load_dataset"]
+__all__ = ["MAX_ITEM_DEPTH", "DatasetError", "EvalError", "EvalItem", "load_dataset"]
+
+_LIVE_CAPS = TurnCaps()
+# Nesting a dataset item may have (a run's messages, a tool call's arguments: a handful of levels). Deeper items
+# are refused, named by their line, before anything recurses over them.
+MAX_ITEM_DEPTH = 64
 
 # The fields of a one-turn item, and of a conversation (an item with turns, for scope session scorers).
 _TURN_ITEM_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
@@ -97,12 +104,18 @@ class EvalItem:
             body["turns"] = turns_json(self.turns)
         return json.dumps(body, sort_keys=True, ensure_ascii=False, default=str)
 
+    @property
+    def size_bytes(self) -> int:
+        """The item's content as UTF-8 JSON: what a live span's size is to ``targets.max_input_bytes``."""
+        return len(self.canonical().encode("utf-8"))
+
     def _digest(self) -> str:
         return hashlib.sha256(f"{self.index}:{self.canonical()}".encode()).hexdigest()
 
-    def request(self) -> ScorerRunRequest:
+    def request(self, caps: TurnCaps = _LIVE_CAPS) -> ScorerRunRequest:
         """The run a scorer scores for this item: one turn as span scope gives it, or a conversation's session
-        run as stage 2 gives it (``session`` set, the target the last turn); a run found in records as it is."""
+        run as stage 2 gives it (``session`` set, the target the last turn; each turn cut to ``caps``, as a live
+        turn is); a run found in records as it is."""
         if self.run is not None:
             return self.run
         if self.turns is not None:
@@ -112,6 +125,7 @@ class EvalItem:
                 conversation_id=self.id or f"eval-item-{self.index}",
                 system=self.system,
                 label=f"eval item {self.id or self.index}",
+                caps=caps,
             )
         return ScorerRunRequest.model_construct(target=self.target(), input=self.run_input(), output=self.run_output())
 
@@ -258,24 +272,56 @@ def _context_from(value: Any, where: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _readable(data: Any, where: str) -> None:
+    """An item nested at most ``MAX_ITEM_DEPTH`` levels (walked without recursion)."""
+    level: list[Any] = [data]
+    for _ in range(MAX_ITEM_DEPTH + 1):
+        level = [
+            child
+            for value in level
+            if isinstance(value, dict | list)
+            for child in (value.values() if isinstance(value, dict) else value)
+        ]
+        if not level:
+            return
+    raise EvalError(f"{where}: nests deeper than {MAX_ITEM_DEPTH} levels")
+
+
+def _readable_text(item: EvalItem, where: str) -> None:
+    """An item whose text is Unicode: a JSON escape such as "\\ud800" (half of a surrogate pair, alone) reads into
+    a string that cannot be written out again, not to the judge, not to a score record."""
+    try:
+        item.canonical().encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+        shown = "".join(f"\\u{ord(c):04x}" for c in bad[:3])
+        raise EvalError(f"{where}: holds a lone surrogate ({shown}), half of a character: not text") from None
+
+
 def load_dataset(path: Path) -> list[EvalItem]:
     """Items of a ``.jsonl`` (also ``.json`` lines) or ``.csv`` file. Raises :class:`DatasetError` with every
     bad line of the file (or :class:`EvalError` when it cannot be read)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_utf8(path, bom=True)
     except OSError as exc:
         raise EvalError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise EvalError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except NotUtf8 as exc:
+        raise EvalError(str(exc)) from None
     items: list[EvalItem] = []
     problems: list[str] = []
 
     def add(data: Any, line: int) -> None:
         where = f"{path}:{line}"
         try:
-            items.append(_item_from(data, len(items), line, where))
+            _readable(data, where)
+            item = _item_from(data, len(items), line, where)
+            _readable_text(item, where)
         except EvalError as exc:
             problems.append(str(exc))
+        except RecursionError:  # a JSON string in a field (CSV's context, turns) nesting past what Python reads
+            problems.append(f"{where}: nests deeper than {MAX_ITEM_DEPTH} levels")
+        else:
+            items.append(item)
 
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -305,6 +351,9 @@ def load_dataset(path: Path) -> list[EvalItem]:
                 data = json.loads(raw)
             except ValueError as exc:
                 problems.append(f"{path}:{number}: not valid JSON ({exc})")
+                continue
+            except RecursionError:
+                problems.append(f"{path}:{number}: nests deeper than {MAX_ITEM_DEPTH} levels")
                 continue
             add(data, number)
     if problems:

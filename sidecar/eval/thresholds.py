@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from sidecar.core.text_files import NotUtf8, read_utf8
 from sidecar.eval.dataset import EvalError
 
 __all__ = ["Threshold", "load_thresholds", "parse_threshold"]
@@ -74,7 +75,9 @@ def parse_threshold(text: str) -> tuple[str, Threshold]:
 def load_thresholds(path: Path) -> dict[str, Threshold]:
     """A YAML mapping: scorer id → ``MIN`` or ``{min, max}`` (optionally under a top-level ``thresholds`` key)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_utf8(path))
+    except NotUtf8 as exc:
+        raise EvalError(str(exc)) from None
     except OSError as exc:
         raise EvalError(f"cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:

@@ -10,7 +10,8 @@ from sidecar.ingest.deadletter import (
     DeadLetterCounter,
     DeadLetterReason,
     RecordOrigin,
-    dead_letter_headers,
+    letter_record,
+    one_per_reason,
 )
 from sidecar.ingest.decode import Encoding, TraceDecodeError, decode_traces
 from sidecar.ingest.pipeline import IngestConfig, ReadRecord, read_record
@@ -24,7 +25,8 @@ __all__ = [
     "ReadRecord",
     "RecordOrigin",
     "TraceDecodeError",
-    "dead_letter_headers",
     "decode_traces",
+    "letter_record",
+    "one_per_reason",
     "read_record",
 ]

@@ -7,12 +7,20 @@ a time series per value (Prometheus' naming guide: never use unbounded values as
 an operator can pin them). ``pinned`` names always get their own label, whatever arrives first. Spans
 without an agent name are labelled ``unknown``. The choice is per process: pin the agents that matter so
 every replica labels them alike.
+
+Names are bounded in length too (``sidecar.core.label_values``): a name over ``MAX_LABEL_CHARS`` is labelled by
+its start and a hash. Only labels are remembered, never the names behind them, and no more than ``limit`` of
+them: a stream of distinct, huge names costs neither memory nor series. Each bound hit is counted
+(``limit_hits_total``: ``agent_label_chars``, ``agent_labels``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+
+from sidecar.core.label_values import MAX_LABEL_CHARS, bounded_label
+from sidecar.core.observers import ServiceObserver
 
 __all__ = ["OTHER", "UNKNOWN", "AgentLabels"]
 
@@ -23,31 +31,56 @@ UNKNOWN = "unknown"
 
 
 class AgentLabels:
-    def __init__(self, limit: int = 50, pinned: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        limit: int = 50,
+        pinned: Iterable[str] = (),
+        *,
+        max_chars: int = MAX_LABEL_CHARS,
+        observer: ServiceObserver | None = None,
+    ) -> None:
         self._limit = limit
-        self._labels: dict[str, str] = {name: name for name in pinned}
+        self._max_chars = max_chars
+        self._observer = observer or ServiceObserver()
+        # Bounded label → itself: the labels given out (pinned ones first), never more than the pinned and limit.
+        self._labels: set[str] = {bounded_label(name, max_chars) for name in pinned}
         self._free = limit
         self._warned = False
+        self._warned_long = False
 
     def label(self, agent: str | None) -> str:
         if not agent:
             return UNKNOWN
-        label = self._labels.get(agent)
-        if label is not None:
-            return label
+        if len(agent) > self._max_chars:
+            agent = self._shortened(agent)
+        if agent in self._labels:
+            return agent
         if self._free > 0:
             self._free -= 1
-            label = agent
-        else:
-            label = OTHER
-            if not self._warned:
-                self._warned = True
-                log.warning(
-                    "more than %d agents seen (runtime.max_agent_labels): agent %r and later new ones are "
-                    "labelled %r in the metrics; list the agents that matter under runtime.agent_labels",
-                    self._limit,
-                    agent,
-                    OTHER,
-                )
-        self._labels[agent] = label
+            self._labels.add(agent)
+            return agent
+        self._observer.limit_hit("agent_labels")
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "more than %d agents seen (runtime.max_agent_labels): agent %r and later new ones are "
+                "labelled %r in the metrics; list the agents that matter under runtime.agent_labels",
+                self._limit,
+                agent,
+                OTHER,
+            )
+        return OTHER
+
+    def _shortened(self, agent: str) -> str:
+        label = bounded_label(agent, self._max_chars)
+        self._observer.limit_hit("agent_label_chars")
+        if not self._warned_long:
+            self._warned_long = True
+            log.warning(
+                "an agent name of %d characters (over %d) is labelled %r in the metrics, and later ones alike: "
+                "its start and a hash of the whole",
+                len(agent),
+                self._max_chars,
+                label,
+            )
         return label

@@ -111,10 +111,11 @@ class RecordHandler:
             key=record.key,
             headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
         )
-        await self._dead_letters.publish(origin, letters)
-        # Counted once delivered; a revoke while the broker acknowledged them leaves the record to its new owner,
-        # which sets them aside again (its claim was dropped: sealing it below does nothing).
-        for letter in letters:
+        delivered = await self._dead_letters.publish(origin, letters)
+        # Counted once delivered (one per reason; one refused for good is counted as refused); a revoke while the
+        # broker acknowledged them leaves the record to its new owner, which sets them aside again (its claim was
+        # dropped: sealing it below does nothing).
+        for letter in delivered:
             self._observer.dead_lettered(letter.reason.value)
         too_large = sum(1 for letter in letters if letter.reason.value in _TOO_LARGE)
         if too_large:

@@ -66,7 +66,11 @@ class ScoringService:
         self._engine = engine
         self._limits = limits = engine.limits
         self._clients = ClientOptions(
-            bootstrap_servers, group_id, consumer_options or {}, producer_options or {}, limits.startup_timeout_s
+            bootstrap_servers,
+            group_id,
+            consumer_options or {},
+            producer_options or {},
+            limits.startup_timeout_s,
         )
         self._ingest = ingest
         self._dead_letters = dead_letters

@@ -11,7 +11,7 @@ from pydantic import (
     field_validator,
 )
 
-from sidecar.scoring.judge.model import JudgeModel
+from sidecar.scoring.judge.model import DEFAULT_MAX_PROMPT_CHARS, JudgeModel
 from sidecar.scoring.judge.negotiation import StructuredOutputMode
 from sidecar.settings.base import _empty_is_unset, _Frozen
 from sidecar.settings.redaction import RedactSettings, switched
@@ -42,6 +42,9 @@ class JudgeSettings(_Frozen):
     structured_output: StructuredOutputMode = "auto"
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, gt=0)
+    # The most characters one call's messages may hold: a longer prompt is refused before it is sent (the run
+    # fails, counted), and a judge written in YAML stops rendering past it (docs/limits.md).
+    max_prompt_chars: int = Field(default=DEFAULT_MAX_PROMPT_CHARS, gt=0)
     ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)
     # limits (runtime)
     max_concurrency: int = Field(default=16, gt=0)
@@ -72,5 +75,6 @@ class JudgeSettings(_Frozen):
             structured_output=self.structured_output,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            max_prompt_chars=self.max_prompt_chars,
             ca_bundle=self.ca_bundle,
         )

@@ -15,6 +15,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
+from sidecar.ingest.deadletter import DEFAULT_MAX_REQUEST_SIZE
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.limits import RuntimeLimits
@@ -119,6 +120,10 @@ class KafkaSettings(_Frozen):
     key_sampling: bool = True
     # producer (dead letters, score records)
     enable_idempotence: bool = False
+    # The most one dead letter may weigh (the dead-letter producer's max_request_size): a letter is cut to fit it
+    # (docs/limits.md). At least max_record_bytes, so that a letter carries any record the sidecar reads whole
+    # beside its headers; the dead-letter topic's max.message.bytes must take it too.
+    max_request_size: int = Field(default=DEFAULT_MAX_REQUEST_SIZE, ge=64 * 1024)
 
     @field_validator("bootstrap_servers", mode="before")
     @classmethod
@@ -141,6 +146,15 @@ class KafkaSettings(_Frozen):
             problems.append(_problem(("topics",), "topics are listed more than once"))
         if self.dead_letter_topic in self.topics:
             problems.append(_problem(("dead_letter_topic",), "the dead-letter topic must not be an input topic"))
+        if self.max_record_bytes > self.max_request_size:
+            problems.append(
+                _problem(
+                    ("max_record_bytes",),
+                    f"{self.max_record_bytes} is over max_request_size ({self.max_request_size}): the dead letter of "
+                    "a record the sidecar reads could not carry it; raise max_request_size (and the dead-letter "
+                    "topic's max.message.bytes) or lower max_record_bytes",
+                )
+            )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             problems.append(_problem(("heartbeat_interval_ms",), "must be lower than session_timeout_ms"))
         if problems:

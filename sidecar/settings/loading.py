@@ -5,6 +5,10 @@
   Expansion happens after YAML parsing, so a value cannot inject YAML structure.
 - Errors are collected into one :class:`SettingsError` whose lines read ``path.to.key (line N): message``.
   They never carry input values, so secrets cannot leak through them.
+- A configuration comes from anyone who can open a pull request, so reading one is bounded (docs/limits.md): its
+  size (``MAX_BYTES``), its values counted as aliases expand them (``MAX_VALUES``: a 1 KB alias bomb otherwise
+  takes gigabytes), its nesting (``MAX_DEPTH``: an alias that holds itself otherwise recurses without end), and
+  its bytes read as UTF-8 with one line naming the byte offset where they are not.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from sidecar.core.text_files import NotUtf8, read_utf8
 from sidecar.settings.errors import SettingsError, SettingsProblem, _message
 from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.root import EvalSettings, Settings
@@ -30,12 +35,25 @@ __all__ = ["expand_env", "load_eval_settings", "load_settings", "load_settings_a
 
 
 Loc = tuple[str | int, ...]
+# Far above any real configuration (the example is 14 KB, about 400 values nested 6 deep), far below what hurts.
+MAX_BYTES = 1024 * 1024
+MAX_VALUES = 100_000
+MAX_DEPTH = 64
 _ENV_REF = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?$", re.DOTALL)
 
 
 class _EnvError(Exception):
     pass
+
+
+class _Unbounded(Exception):
+    """The document expands past a bound: one problem, under the key and at the line where it crossed."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
 
 
 def expand_env(text: str, environ: Mapping[str, str] | None = None) -> str:
@@ -69,6 +87,7 @@ class _Document:
         # value as written, so that a problem with that key can name the variable behind it.
         self.empty_expansions: dict[str, str] = {}
         self._environ = environ
+        self._values = 0
         self._loader = yaml.SafeLoader(text)
         try:
             root = self._loader.get_single_node()
@@ -76,12 +95,51 @@ class _Document:
         finally:
             self._loader.dispose()
 
+    def _count(self, node: yaml.Node, loc: Loc, depth: int) -> None:
+        """One more value read at ``loc`` (an alias counts again each time it is used), ``depth`` levels in."""
+        self._values += 1
+        where = _path(loc[:2])  # the block it is in: the whole path may be 64 levels long
+        if self._values > MAX_VALUES:
+            raise _Unbounded(
+                where,
+                node.start_mark.line + 1,
+                f"the configuration expands to more than {MAX_VALUES} values: YAML aliases (*name) repeat what "
+                "their anchor (&name) holds, here over and over; write the values out",
+            )
+        if depth > MAX_DEPTH:
+            raise _Unbounded(
+                where,
+                node.start_mark.line + 1,
+                f"the configuration nests more than {MAX_DEPTH} levels deep (a YAML alias inside what its own "
+                "anchor holds?)",
+            )
+
+    def _check_merges(self, node: yaml.MappingNode, loc: Loc, depth: int) -> None:
+        """Merge keys (``<<: *anchor``) counted before PyYAML copies them in: merges of merges multiply."""
+        self._count(node, loc, depth)
+        for key_node, value_node in node.value:
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                self._count(key_node, loc, depth)
+                continue
+            merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for sub in merged:
+                if isinstance(sub, yaml.MappingNode):
+                    self._check_merges(sub, loc, depth + 1)
+
     def _build(self, node: yaml.Node, loc: Loc) -> Any:
+        self._count(node, loc, len(loc))
         if isinstance(node, yaml.MappingNode):
+            if any(key.tag == "tag:yaml.org,2002:merge" for key, _ in node.value):
+                self._check_merges(node, loc, len(loc))
             self._loader.flatten_mapping(node)  # merge keys (<<: *anchor)
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = self._loader.construct_object(key_node, deep=True)
+                # A key that is not a scalar is refused before it is built (it may be an alias bomb of its own).
+                key = (
+                    self._loader.construct_object(key_node, deep=True)
+                    if isinstance(key_node, yaml.ScalarNode)
+                    else None
+                )
                 if not isinstance(key, str | int | float | bool) or key is None:
                     self.problems.append(
                         SettingsProblem(_path(loc), key_node.start_mark.line + 1, "keys must be plain scalars")
@@ -123,6 +181,19 @@ class _Document:
             if line is not None:
                 return line
         return None
+
+
+def _read_utf8(path: Path) -> str:
+    """The file's text; a :class:`SettingsError` of one line when it cannot be read, or is not UTF-8."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            message = f"{path} is {path.stat().st_size} bytes, over {MAX_BYTES}: is it the right file?"
+            raise SettingsError([SettingsProblem("", None, message)], str(path))
+        return read_utf8(path)
+    except OSError as exc:
+        raise SettingsError([SettingsProblem("", None, f"cannot read {path}: {exc.strerror}")], str(path)) from None
+    except NotUtf8 as exc:
+        raise SettingsError([SettingsProblem("", None, str(exc))], str(path)) from None
 
 
 def _naming_empty_variables(problem: SettingsProblem, empty: Mapping[str, str]) -> SettingsProblem:
@@ -321,14 +392,25 @@ def _load(source: str | Path, model: None, environ: Mapping[str, str] | None) ->
 def _load(source: str | Path, model: type[EvalSettings] | None, environ: Mapping[str, str] | None) -> EvalSettings:
     if isinstance(source, Path):
         name: str | None = str(source)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SettingsError([SettingsProblem("", None, f"cannot read {source}: {exc.strerror}")], name) from None
+        text = _read_utf8(source)
     else:
         name, text = None, source
+    if len(text) > MAX_BYTES:
+        message = f"the configuration is {len(text)} characters, over {MAX_BYTES}: is it the right file?"
+        raise SettingsError([SettingsProblem("", None, message)], name)
     try:
         doc = _Document(text, environ)
+    except _Unbounded as exc:
+        raise SettingsError([SettingsProblem(exc.path, exc.line, str(exc))], name) from None
+    except yaml.reader.ReaderError as exc:
+        raise SettingsError(
+            [
+                SettingsProblem(
+                    "", None, f"YAML cannot hold character #x{exc.character:04x} (at character {exc.position})"
+                )
+            ],
+            name,
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         detail = " ".join(str(part) for part in (exc.context, exc.problem) if part)

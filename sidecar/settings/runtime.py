@@ -45,6 +45,9 @@ class RuntimeSettings(_Frozen):
     """Flow control and timeouts of the scoring loop."""
 
     max_in_flight_runs: int = Field(default=_RUNTIME.max_in_flight_runs, gt=0)
+    # The runs one record (or one ready trace) may start, shared evenly among its scorers; past it, counted
+    # (limit_hits_total{limit="runs_per_record"}) and not started.
+    max_runs_per_record: int = Field(default=_RUNTIME.max_runs_per_record, gt=0)
     max_buffered_bytes: int = Field(default=_RUNTIME.max_buffered_bytes, gt=0)
     commit_interval_s: float = Field(default=_RUNTIME.commit_interval_s, gt=0)
     shutdown_timeout_s: float = Field(default=_RUNTIME.shutdown_timeout_s, gt=0)
@@ -67,6 +70,7 @@ class RuntimeSettings(_Frozen):
         traces = self.trace_buffer
         return RuntimeLimits(
             max_in_flight_runs=self.max_in_flight_runs,
+            max_runs_per_record=self.max_runs_per_record,
             max_buffered_bytes=self.max_buffered_bytes,
             commit_interval_s=self.commit_interval_s,
             shutdown_timeout_s=self.shutdown_timeout_s,

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from sidecar.core import Sink
+from sidecar.core import ScoredRun, Sink
 from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
@@ -16,6 +18,8 @@ from sidecar.runtime.limits import RuntimeLimits
 from sidecar.runtime.service import ScoringService
 from sidecar.runtime.sources import RecordSource
 from sidecar.runtime.stages import build_stages
+from tests.support.custom_scorer import create_constant_scorer
+from tests.support.sidecar_process import committed_total
 
 
 def scoring_service(
@@ -35,7 +39,9 @@ def scoring_service(
 ) -> ScoringService:
     engine = Engine.build(sinks, observer=observer, limits=limits)
     if dead_letters is None:
-        dead_letters = DeadLetterPublisher(bootstrap_servers, ingest.dead_letter_topic, encoding=ingest.encoding)
+        dead_letters = DeadLetterPublisher(
+            bootstrap_servers, ingest.dead_letter_topic, encoding=ingest.encoding, observer=engine.observer
+        )
     return ScoringService(
         engine=engine,
         stages=build_stages(scorers, engine, dead_letters=dead_letters, ingest=ingest),
@@ -48,3 +54,64 @@ def scoring_service(
         source=source,
         key_sampling=key_sampling,
     )
+
+
+class Captured:
+    """A sink that keeps every finished run (and confirms every flush)."""
+
+    name = "captured"
+
+    def __init__(self) -> None:
+        self.runs: list[ScoredRun] = []
+        self.outstanding = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def submit(self, run: ScoredRun) -> None:
+        self.runs.append(run)
+
+    async def flush(self, timeout_s: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+async def drain_through_service(
+    bootstrap: str,
+    ingest: IngestConfig,
+    group: str,
+    expect_runs: int,
+    expect_committed: int,
+    partitions: int = 1,
+    observer: ServiceObserver | None = None,
+) -> list[ScoredRun]:
+    """The records of ``ingest.topic`` through the service (span scope, a code scorer), until ``expect_runs`` runs
+    ended and ``expect_committed`` offsets are committed."""
+    sink = Captured()
+    service = scoring_service(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        ingest=ingest,
+        scorers=[ConfiguredScorer(create_constant_scorer())],
+        sinks=[sink],
+        observer=observer,
+        limits=RuntimeLimits(commit_interval_s=0.1),
+        consumer_options={"fetch_max_wait_ms": 50, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500},
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(service.run(stop))
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            done = len(sink.runs) >= expect_runs
+            if done and await committed_total(bootstrap, group, ingest.topic, partitions) >= expect_committed:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{len(sink.runs)} of {expect_runs} runs")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
+    return sink.runs

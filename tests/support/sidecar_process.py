@@ -21,7 +21,15 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from sidecar.embedded.traffic import GeneratedTrace
 
-__all__ = ["SidecarProcess", "committed_total", "free_port", "produce_traces", "read_topic", "sidecar_config"]
+__all__ = [
+    "SidecarProcess",
+    "committed_total",
+    "free_port",
+    "metric_sample",
+    "produce_traces",
+    "read_topic",
+    "sidecar_config",
+]
 
 
 def free_port() -> int:
@@ -211,6 +219,18 @@ async def committed_total(bootstrap: str, group: str, topic: str, partitions: in
         return sum([await consumer.committed(TopicPartition(topic, p)) or 0 for p in range(partitions)])
     finally:
         await consumer.stop()
+
+
+def metric_sample(text: str, name: str, labels: dict[str, str]) -> float:
+    """The sum of the samples named ``name`` whose labels include ``labels``, in a /metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def score_values(records: list[Any]) -> list[dict[str, Any]]:

@@ -139,6 +139,7 @@ def build_stages(
                 resource_attributes=ingest.resource_attributes,
                 span_attributes=ingest.span_attributes,
                 versions=ingest.versions,
+                max_runs=engine.limits.max_runs_per_record,
             )
         )
     conversation = grouped.get("session", [])
@@ -162,6 +163,7 @@ def build_stages(
             span_attributes=ingest.span_attributes,
             followers=followers,
             versions=ingest.versions,
+            max_runs=engine.limits.max_runs_per_record,
         )
         stages.append(traces)
     if turns is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from sidecar.conventions.run_limit import limit_runs
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
 from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
@@ -19,6 +20,7 @@ from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.limits import MAX_RUNS_PER_RECORD, runs_over_limit
 from sidecar.runtime.stages.base import Assembly, Fetched, OfflineRecord, OfflineRun, Stage, StageFacts, StageRun
 
 __all__ = ["SpanAssembly", "SpanRuns", "SpanStage"]
@@ -106,6 +108,7 @@ class SpanStage(Stage):
         resource_attributes: frozenset[str] = frozenset(),
         span_attributes: frozenset[str] = frozenset(),
         versions: VersionAttributes = DEFAULT_VERSIONS,
+        max_runs: int = MAX_RUNS_PER_RECORD,
     ) -> None:
         super().__init__(scorers)
         self.assembly = SpanAssembly(
@@ -113,6 +116,7 @@ class SpanStage(Stage):
         )
         self._dispatcher = dispatcher
         self._observer = observer
+        self._max_runs = max_runs  # per record
 
     def take(self, record: Fetched) -> None:
         found = self.assembly.of_record(record.traces)
@@ -125,7 +129,11 @@ class SpanStage(Stage):
                 observer.runs_skipped(configured.scorer.id, "unknown", "sampled_out", counts.sampled_out)
         for reason, n in found.ingest_skips().items():
             observer.spans_skipped(reason, n)
+        runs, over = limit_runs(found.runs, self._max_runs)
+        if over:
+            where = f"record {record.partition.topic}/{record.partition.partition}@{record.offset}"
+            runs_over_limit(observer, where, len(runs) + over, over)
         start = self._dispatcher.start
         claim = record.claim
-        for configured, request in found.runs:
+        for configured, request in runs:
             start(configured, request, claim)

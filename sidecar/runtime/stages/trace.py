@@ -25,18 +25,20 @@ from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
+from sidecar.conventions.run_limit import limit_runs
 from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
 from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ReadyReason, ScorerRunRequest
-from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, lone_span_request
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, spans_request
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.limits import MAX_RUNS_PER_RECORD, runs_over_limit
 from sidecar.runtime.pacing import INGEST_SLICE_S
 from sidecar.runtime.stages.base import Assembly, Fetched, OfflineRecord, OfflineRun, Stage, StageFacts, StageRun
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
@@ -182,6 +184,7 @@ class TraceStage(Stage):
         span_attributes: frozenset[str] = frozenset(),
         followers: Sequence[TraceFollower] = (),
         versions: VersionAttributes = DEFAULT_VERSIONS,
+        max_runs: int = MAX_RUNS_PER_RECORD,
     ) -> None:
         super().__init__(scorers)
         self.assembly = TraceAssembly(
@@ -200,6 +203,7 @@ class TraceStage(Stage):
         self._observer = observer
         self._dead_letters = dead_letters
         self._max_in_flight_runs = max_in_flight_runs
+        self._max_runs = max_runs  # per ready trace
         self._work: dict[tuple[TopicPartition, bytes], Claim] = {}
         self._following: dict[int, int] = {}  # followers' work in progress: their trace's oldest record (ms)
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
@@ -346,6 +350,9 @@ class TraceStage(Stage):
         whole = reason == "root_idle" or (reason == "window_end" and trace.root_arrived())
         spans = trace.decoded()
         work = self.assembly.of_trace(spans, reason, complete=whole and not trace.cut_short)
+        work.runs, over = limit_runs(work.runs, self._max_runs)
+        if over:
+            runs_over_limit(self._observer, f"trace {trace.trace_id.hex()}", len(work.runs) + over, over)
         self._observe(work)
         if not work.runs and not work.follows:
             self.buffer.forget(trace)  # no agent span here yet: spans after this start the trace anew
@@ -397,35 +404,40 @@ class TraceStage(Stage):
     async def _set_aside(
         self, trace: BufferedTrace[TopicPartition], spans: list[TraceSpan], rejects: list[SpanReject]
     ) -> None:
-        """Dead letters for the agent spans of a ready trace that cannot become runs: each carries the span alone
-        (OTLP protobuf), with the record that brought it as its origin."""
+        """Dead letters for the agent spans of a ready trace that cannot become runs: one per reason, carrying those
+        spans alone (OTLP protobuf), with the record that brought the first as its origin."""
         tp = trace.partition
         by_id = {item.span.span_id.hex(): item for item in spans}
+        by_reason: dict[str, list[SpanReject]] = {}
         for reject in rejects:
-            item = by_id.get(reject.span_id)
+            by_reason.setdefault(reject.reason, []).append(reject)
+        for reason, same in by_reason.items():
+            first = same[0]
             letter = DeadLetter(
-                DeadLetterReason(reject.reason), reject.detail, trace_id=reject.trace_id, span_id=reject.span_id
+                DeadLetterReason(reason), first.detail, trace_id=first.trace_id, span_id=first.span_id, spans=len(same)
             )
-            value = lone_span_request(item.span, item.service) if item is not None else b""
-            offset = item.offset if item is not None else -1
+            items = [by_id[reject.span_id] for reject in same if reject.span_id in by_id]
+            value = spans_request((item.span, item.service) for item in items) if items else b""
+            offset = items[0].offset if items else -1
             origin = RecordOrigin(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
             # Until delivered, the trace's records stay uncommitted: retried, not given up.
             while True:
                 try:
-                    await self._dead_letters.publish(origin, [letter], encoding="otlp_proto")
+                    delivered = await self._dead_letters.publish(origin, [letter], encoding="otlp_proto")
                     break
                 except Exception as exc:
                     log.warning(
                         "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
                         "uncommitted, retrying in %ss",
-                        reject.span_id,
+                        first.span_id,
                         letter.reason.value,
                         self._dead_letters.topic,
                         exc,
                         _DEAD_LETTER_RETRY_S,
                     )
                     await asyncio.sleep(_DEAD_LETTER_RETRY_S)
-            self._observer.dead_lettered(letter.reason.value)
+            for sent in delivered:
+                self._observer.dead_lettered(sent.reason.value)
 
     def oldest_pending_ms(self) -> int | None:
         """About the oldest record timestamp whose spans may still reach a follower: of the traces buffered, and of

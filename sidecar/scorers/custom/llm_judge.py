@@ -23,6 +23,7 @@ notice that quoted content is data. Variables, the template engine and the outpu
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -45,7 +46,12 @@ from sidecar.scorers.custom.llm_judge_output import (
     verdict_schema,
     verdict_score,
 )
-from sidecar.scorers.custom.llm_judge_template import JudgeTemplate, TemplateProblems, compile_template
+from sidecar.scorers.custom.llm_judge_template import (
+    JudgeTemplate,
+    TemplateProblems,
+    TemplateTimeout,
+    compile_template,
+)
 from sidecar.scorers.custom.llm_judge_variables import ATTRIBUTES_UNFILLED_AT, VARIABLES, needs_of, run_text
 from sidecar.scorers.quality_common import ScorerOptions
 from sidecar.scorers.registry import Direction, LiveProblem, ScorerFacts, scorer_kind
@@ -58,6 +64,8 @@ __all__ = ["LlmJudgeOptions", "create_llm_judge_scorer", "judge_instructions"]
 _VARIABLE_IN_INSTRUCTIONS = re.compile(r"\{\{-?\s*(?:" + "|".join(VARIABLES) + r"|span|resource)\b")
 # Characters per token in the cost estimate's count of a judge's own prompt text (English prose).
 _CHARS_PER_TOKEN = 4
+# How long a render may hold the event loop before it is done again in a thread (the runtime's pacing slice).
+_LOOP_SLICE_S = 0.005
 
 
 class LlmJudgeOptions(ScorerOptions):
@@ -135,10 +143,22 @@ def create_llm_judge_scorer(*, model: str | JudgeModel, options: LlmJudgeOptions
     scale = 1.0 if opts.scale is None else opts.scale
     names = tuple(template.variables)
 
-    def analyze_prompt(ctx: StepContext) -> str:
+    judge_model = model if isinstance(model, JudgeModel) else JudgeModel(model=model)
+    max_chars = judge_model.max_prompt_chars
+
+    async def analyze_prompt(ctx: StepContext) -> str:
         run = ctx.run
         texts = {name: run_text(name, run) for name in names}
-        return template.render(texts, run.span_attributes, run.resource_attributes)
+        try:  # on the event loop for a slice of it: the render of a usual template takes well under a millisecond
+            return template.render(
+                texts, run.span_attributes, run.resource_attributes, max_chars=max_chars, timeout_s=_LOOP_SLICE_S
+            )
+        except TemplateTimeout:
+            # Longer: again off the loop, within the render's whole bound (llm_judge_sandbox), so the loop serves
+            # every other run meanwhile, and a run cancelled at run_timeout_s leaves its render to end within it.
+            return await asyncio.to_thread(
+                template.render, texts, run.span_attributes, run.resource_attributes, max_chars=max_chars
+            )
 
     def verdict_of(ctx: StepContext) -> JudgeVerdict:
         verdict = ctx.results.analyze_step_result

@@ -12,6 +12,11 @@ or ``{% %}`` is therefore never evaluated, and content can never close its quote
 does with the value. A template may test a value (``{% if context %}``), count a list
 (``{{ tool_calls | length }}``) and iterate one (each item quoted on its own); a filter that would change the
 text (``{{ output | upper }}``) mangles the placeholder, and is refused when the template is checked.
+
+Every render is bounded in steps, time and characters, and the template sees a narrower Jinja
+(``llm_judge_sandbox``); what can be told from the template alone is refused when it is checked: recursion (a
+macro that calls itself, a recursive loop, ``self``), a filter the sandbox does not offer, a Jinja global printed
+as it is (``{{ range }}`` would send a function's repr), a template over ``MAX_TEMPLATE_CHARS``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,19 @@ from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, nodes
 from jinja2 import meta as jinja_meta
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from sidecar.scorers.custom.llm_judge_checks import static_problems
+from sidecar.scorers.custom.llm_judge_sandbox import (
+    DEFAULT_MAX_CHARS,
+    MAX_TEMPLATE_CHARS,
+    RENDER_TIMEOUT_S,
+    BoundedSandbox,
+    Placeholder,
+    RenderLimitError,
+    RenderTimeError,
+    bounded_syntax,
+    render_budget,
+)
 from sidecar.scorers.custom.llm_judge_variables import (
     ATTRIBUTE_NAMESPACES,
     VARIABLES,
@@ -38,7 +54,14 @@ from sidecar.scorers.custom.llm_judge_variables import (
 )
 from sidecar.scoring.prompting import quote_untrusted
 
-__all__ = ["JudgeTemplate", "TemplateProblem", "TemplateProblems", "TemplateUseError", "compile_template"]
+__all__ = [
+    "JudgeTemplate",
+    "TemplateProblem",
+    "TemplateProblems",
+    "TemplateTimeout",
+    "TemplateUseError",
+    "compile_template",
+]
 
 # Placeholders are built from private-use characters: the template's own text never holds them by accident,
 # and a leftover one after substitution means the template changed a value's text.
@@ -69,6 +92,10 @@ class TemplateUseError(ValueError):
     """The template changed a value's text, or failed on a run's values."""
 
 
+class TemplateTimeout(TemplateUseError):
+    """The render took longer than it was given."""
+
+
 # -- the values the template sees ----------------------------------------------------------------------------
 
 
@@ -85,7 +112,7 @@ class _Slots:
         return f"{_OPEN}qV{len(self.texts) - 1}{_CLOSE}"
 
 
-class _Value:
+class _Value(Placeholder):
     """A variable as the template sees it: true when the run has it, printed as a placeholder for its quote.
 
     ``quoted_inside``: the text already quotes each piece of traced content it holds (a conversation's turns,
@@ -175,8 +202,8 @@ class _Namespace:
         self.attributes = attributes
 
 
-class _JudgeEnvironment(ImmutableSandboxedEnvironment):
-    """The sandbox, closed further: the values offer nothing but what the module doc lists."""
+class _JudgeEnvironment(BoundedSandbox):
+    """The bounded sandbox, closed further: the values offer nothing but what the module doc lists."""
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if isinstance(obj, _Namespace):
@@ -195,8 +222,9 @@ _ENVIRONMENT = _JudgeEnvironment(
     keep_trailing_newline=False,
 )
 
-# Names the template may use beyond the variables: Jinja's loop variable and its globals (range, namespace, …).
-_JINJA_NAMES = frozenset({"loop", *_ENVIRONMENT.globals})
+# Names the template may use beyond the variables: Jinja's loop variable and its globals (range, namespace, …),
+# not the sandbox's own guards.
+_JINJA_NAMES = frozenset({"loop", *(name for name in _ENVIRONMENT.globals if not name.startswith("_"))})
 
 
 # -- the compiled template -------------------------------------------------------------------------------------
@@ -216,8 +244,13 @@ class JudgeTemplate:
         texts: Mapping[str, RunText],
         span_attributes: Mapping[str, Any] | None = None,
         resource_attributes: Mapping[str, Any] | None = None,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        timeout_s: float = RENDER_TIMEOUT_S,
     ) -> str:
-        """The prompt for one run: ``texts`` holds each named variable's text for it."""
+        """The prompt for one run: ``texts`` holds each named variable's text for it. ``max_chars``: the judge's
+        bound on a prompt (the render stops once it produces more, and a prompt longer is refused); ``timeout_s``:
+        the render's time (:class:`TemplateTimeout` past it)."""
         slots = _Slots()
         context: dict[str, Any] = {name: _value(slots, name, texts.get(name, "")) for name in self.variables}
         if "span" in self.attributes:
@@ -225,10 +258,27 @@ class JudgeTemplate:
         if "resource" in self.attributes:
             context["resource"] = _Namespace(_AttributeTable(slots, "resource_attribute", resource_attributes or {}))
         try:
-            rendered = self.compiled.render(context)
+            with render_budget(max_chars, timeout_s):
+                rendered = self.compiled.render(context)
+        except RenderTimeError as exc:
+            raise TemplateTimeout(f"the prompt template went past its bounds on this run: {exc}") from None
+        except RenderLimitError as exc:
+            raise TemplateUseError(f"the prompt template went past its bounds on this run: {exc}") from None
+        except RecursionError:
+            raise TemplateUseError("the prompt template recursed without end on this run") from None
+        except MemoryError:
+            raise TemplateUseError("the prompt template ran out of memory on this run") from None
         except (TemplateError, TypeError, ValueError, LookupError, ArithmeticError) as exc:
             raise TemplateUseError(f"the prompt template failed on this run: {exc}") from None
         pieces = _TOKEN.split(rendered)
+        if any(int(piece) >= len(slots.texts) for piece in pieces[1::2]):  # a token written in the template itself
+            raise TemplateUseError("the prompt template holds characters of the private-use area (U+E000, U+E001)")
+        size = sum(len(slots.texts[int(piece)]) if i % 2 else len(piece) for i, piece in enumerate(pieces))
+        if size > max_chars:
+            raise TemplateUseError(
+                f"the prompt would be {size} characters, over the judge's max_prompt_chars ({max_chars}): the run's "
+                "content is larger than the judge takes"
+            )
         out: list[str] = []
         placed: set[int] = set()
         for i, piece in enumerate(pieces):
@@ -267,14 +317,24 @@ def _value(slots: _Slots, name: str, text: RunText) -> _Value:
 def compile_template(source: str) -> JudgeTemplate:
     """Parse and check a template once. Raises :class:`TemplateProblems` with every problem found (template
     line, and for an unknown name the variable it was probably meant to be)."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateProblems(
+            [TemplateProblem(None, f"the template is {len(source)} characters, over {MAX_TEMPLATE_CHARS}")]
+        )
     try:
         ast = _ENVIRONMENT.parse(source)
     except TemplateSyntaxError as exc:
         raise TemplateProblems([TemplateProblem(exc.lineno, exc.message or "invalid template syntax")]) from None
+    except RecursionError:  # thousands of nested brackets: the parser recurses per level
+        raise TemplateProblems([TemplateProblem(None, "the template nests too deep to be read")]) from None
     problems: list[TemplateProblem] = []
     for node in ast.find_all(_FORBIDDEN_NODES):
         problems.append(TemplateProblem(node.lineno, "a judge's template stands alone: no extends, include or import"))
-    declared = jinja_meta.find_undeclared_variables(ast)
+    problems.extend(TemplateProblem(line, message) for line, message in static_problems(ast, _JINJA_NAMES))
+    try:
+        declared = jinja_meta.find_undeclared_variables(ast)  # compiles the template: an unknown filter fails it
+    except TemplateSyntaxError as exc:
+        raise TemplateProblems(problems or [TemplateProblem(exc.lineno, exc.message or "invalid template")]) from None
     first_line = _first_lines(ast)
     variables: dict[str, int] = {}
     for name in sorted(declared, key=lambda n: (first_line.get(n, 0), n)):
@@ -292,12 +352,13 @@ def compile_template(source: str) -> JudgeTemplate:
         )
     if problems:
         raise TemplateProblems(problems)
-    template = JudgeTemplate(
-        source=source,
-        variables=variables,
-        attributes=attributes,
-        compiled=_ENVIRONMENT.from_string(ast),
-    )
+    try:
+        compiled = _ENVIRONMENT.from_string(bounded_syntax(ast, _ENVIRONMENT))
+    except TemplateSyntaxError as exc:  # what only the compiler finds (a block defined twice)
+        raise TemplateProblems([TemplateProblem(exc.lineno, exc.message or "invalid template syntax")]) from None
+    except RecursionError:
+        raise TemplateProblems([TemplateProblem(None, "the template nests too deep to be compiled")]) from None
+    template = JudgeTemplate(source=source, variables=variables, attributes=attributes, compiled=compiled)
     _check_renders(template)
     return template
 

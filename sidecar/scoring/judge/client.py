@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from sidecar.scoring.backoff import equal_jitter
 from sidecar.scoring.deadline import deadline_paused
-from sidecar.scoring.judge.errors import JudgeError, ProviderError, StructuredOutputError
+from sidecar.scoring.judge.errors import JudgeError, PromptTooLargeError, ProviderError, StructuredOutputError
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.negotiation import Settled, ShapeNegotiation, refuses_shape
 from sidecar.scoring.judge.pricing import estimate_cost_usd
@@ -169,6 +169,14 @@ class JudgeClient:
         call an ``invalid_output`` (the judge answered, with nothing usable), returned as the error.
         """
         model = self.model
+        size = sum(len(message.get("content") or "") for message in request.messages)
+        if size > model.max_prompt_chars:
+            # Traced content (or an eval dataset) larger than the judge should be sent: never sent, never billed.
+            too_large = PromptTooLargeError(
+                f"the prompt is {size} characters, over the judge's max_prompt_chars ({model.max_prompt_chars}): "
+                "not sent"
+            )
+            return CallResult(None, too_large, ())
         if request.timeout_s != model.timeout_s:
             request = dataclasses.replace(request, timeout_s=model.timeout_s)
         calls: list[JudgeCall] = []

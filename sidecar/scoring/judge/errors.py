@@ -23,6 +23,7 @@ __all__ = [
     "NotFoundError",
     "PaymentRequiredError",
     "PermissionDeniedError",
+    "PromptTooLargeError",
     "ProviderError",
     "RateLimitError",
     "ServiceUnavailableError",
@@ -86,6 +87,10 @@ class BadRequestError(ProviderError):
 
 class ContextWindowExceededError(BadRequestError):
     pass
+
+
+class PromptTooLargeError(ContextWindowExceededError):
+    """The prompt is over the judge's ``max_prompt_chars``: refused before it was sent (no call, nothing billed)."""
 
 
 class AuthenticationError(ProviderError):

@@ -10,7 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, FilePath, SecretStr
 
 from sidecar.scoring.judge.negotiation import StructuredOutputMode
 
-__all__ = ["FAST_PATH_PROVIDERS", "Judge", "JudgeModel"]
+__all__ = ["DEFAULT_MAX_PROMPT_CHARS", "FAST_PATH_PROVIDERS", "Judge", "JudgeModel"]
+
+# About 100k tokens of English: below the context window of the models judges run on, far above a run's prompt.
+DEFAULT_MAX_PROMPT_CHARS = 400_000
 
 # Providers whose chat API is OpenAI's wire format; the fast HTTP transport serves them directly.
 # Everything else goes through litellm, which knows every provider's quirks.
@@ -38,6 +41,9 @@ class JudgeModel(BaseModel):
     structured_output: StructuredOutputMode = "auto"
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, gt=0)
+    # The most characters one call's messages may hold: a longer prompt is refused before it is sent (the run
+    # fails with PromptTooLargeError), and a judge written in YAML stops rendering past it (docs/limits.md).
+    max_prompt_chars: int = Field(default=DEFAULT_MAX_PROMPT_CHARS, gt=0)
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8.0, ge=0)
     # PEM file of the CA certificates to trust instead of the default ones (a private CA, a TLS-inspecting
