@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from sidecar.runtime.ledger import Claim
 
 from exporters.prometheus import SidecarMetrics
 from sidecar.core.label_values import MAX_LABEL_CHARS
 from sidecar.core.observers import LimitName, ServiceObserver
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.runtime.agent_labels import OTHER, UNKNOWN, AgentLabels
+from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.scoring import create_scorer
@@ -98,7 +98,7 @@ async def test_metrics_stay_under_a_megabyte_with_a_thousand_distinct_one_megaby
         name = f"{i:04d}-" + "n" * 1024 * 1024
         target = SpanTarget(trace_id=f"{i:032x}", span_id=f"{i:016x}", agent_name=name, end_time_unix_nano=0)
         request = ScorerRunRequest.model_construct(target=target, input=run_input, output=run_output)
-        dispatcher.start(scorer, request, Claim(1, lambda: None))
+        dispatcher.start(scorer, request, Claim())
         if i % 50 == 49:
             assert await dispatcher.drain(10) == 0
     assert await dispatcher.drain(10) == 0
