@@ -65,7 +65,7 @@ async def test_a_trace_full_of_personal_data_leaves_no_value_anywhere(
     )  # fmt: skip
     config["log_level"] = "DEBUG"
     config["redact"] = {"entities": list(ENTITIES), "allow": [ALLOWED]}
-    config["exporters"]["otlp"]["evaluation_logs"] = True
+    config["exporters"]["otlp"]["events"] = "both"
     sidecar = SidecarProcess(config, tmp_path, env={"JUDGE_API_KEY": SECRET_KEY})
     trace = pii_trace()
     sidecar.start()

@@ -41,12 +41,13 @@ class SlowAcknowledgements(DeadLetterPublisher):
 
     async def publish(
         self, source: RecordOrigin, letters: Sequence[DeadLetter], *, encoding: str | None = None
-    ) -> None:
-        await super().publish(source, letters, encoding=encoding)
+    ) -> tuple[DeadLetter, ...]:
+        delivered = await super().publish(source, letters, encoding=encoding)
         if not self.delivered:
             self.waiting.set()
             await self.acknowledge.wait()
         self.delivered.append(source.offset)
+        return delivered
 
 
 async def test_a_handler_suspended_across_a_revoke_and_a_reassignment_completes_nothing_of_the_new_assignment(
