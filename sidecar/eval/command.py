@@ -20,7 +20,7 @@ from sidecar.conventions.session_turns import TurnCaps
 from sidecar.core import ScoredRun
 from sidecar.core.observers import Observers
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
-from sidecar.eval.records import RecordFile, read_record_file
+from sidecar.eval.records import RecordFile, ingest_for_records, read_record_file
 from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.ingest import IngestConfig
@@ -176,20 +176,10 @@ def _scores(configured: ConfiguredScorer, item: EvalItem) -> bool:
 
 def _ingest(settings: EvalSettings, assembly: Assembly) -> IngestConfig:
     """What runs found in records keep of their spans and resources: what the scorers read."""
-    kafka = settings.kafka
-    versions = settings.versions.version_attributes()
-    base = (
-        kafka.ingest_config(kafka.topics[0], versions=versions)
-        if kafka is not None
-        else IngestConfig(versions=versions, resource_attributes=versions.resource_keys)
-    )
-    return base.model_copy(
-        update={
-            "resource_attributes": versions.resource_keys.union(
-                *(c.facts.resource_attributes for c in assembly.scorers)
-            ),
-            "span_attributes": frozenset().union(*(c.facts.span_attributes for c in assembly.scorers)),
-        }
+    return ingest_for_records(
+        settings,
+        resource_attributes=frozenset().union(*(c.facts.resource_attributes for c in assembly.scorers)),
+        span_attributes=frozenset().union(*(c.facts.span_attributes for c in assembly.scorers)),
     )
 
 

@@ -5,7 +5,7 @@ runs in it are those the scorers' stages would start from the same records in th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,27 @@ from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stages import offline_records, offline_runs
 from sidecar.settings import EvalSettings, Settings
 
-__all__ = ["RecordFile", "read_record_file"]
+__all__ = ["RecordFile", "ingest_for_records", "read_record_file"]
+
+
+def ingest_for_records(
+    settings: EvalSettings, *, resource_attributes: Iterable[str], span_attributes: Iterable[str]
+) -> IngestConfig:
+    """How a command reads records as the service would (the kafka block's encoding and bounds, the agent versions
+    the settings name), keeping what the given scorers read of each span and its resource."""
+    kafka = settings.kafka
+    versions = settings.versions.version_attributes()
+    base = (
+        kafka.ingest_config(kafka.topics[0], versions=versions)
+        if kafka is not None
+        else IngestConfig(versions=versions)
+    )
+    return base.model_copy(
+        update={
+            "resource_attributes": frozenset(resource_attributes) | versions.resource_keys,
+            "span_attributes": frozenset(span_attributes),
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer
 
 from sidecar.core import ScorerRunRequest
 from sidecar.eval.dataset import DatasetError, load_dataset
-from sidecar.eval.records import read_record_file
+from sidecar.eval.records import ingest_for_records, read_record_file
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.attempt import request_context_of
 from sidecar.runtime.clients import start_assigned_consumer
@@ -56,18 +56,8 @@ class RecordsRead:
 
 
 def _ingest(settings: EvalSettings, configured: ConfiguredScorer, keep_resource: Iterable[str]) -> IngestConfig:
-    kafka = settings.kafka
-    versions = settings.versions.version_attributes()
-    base = (
-        kafka.ingest_config(kafka.topics[0], versions=versions)
-        if kafka is not None
-        else IngestConfig(versions=versions, resource_attributes=versions.resource_keys)
-    )
-    return base.model_copy(
-        update={
-            "resource_attributes": frozenset(keep_resource) | versions.resource_keys,
-            "span_attributes": configured.facts.span_attributes,
-        }
+    return ingest_for_records(
+        settings, resource_attributes=keep_resource, span_attributes=configured.facts.span_attributes
     )
 
 

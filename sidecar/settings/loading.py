@@ -31,7 +31,7 @@ from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.root import EvalSettings, Settings
 from sidecar.settings.scorers import ScorerSettings
 
-__all__ = ["expand_env", "load_eval_settings", "load_settings", "load_settings_as_written"]
+__all__ = ["expand_env", "load_eval_settings", "load_settings", "load_settings_as_written", "unwrap_annotation"]
 
 
 Loc = tuple[str | int, ...]
@@ -240,7 +240,7 @@ def _model_at(loc: Sequence[str | int], root: type[BaseModel]) -> type[BaseModel
     """The model class validating the mapping at ``loc`` (for key suggestions)."""
     annotation: Any = root
     for part in loc:
-        annotation = _unwrap(annotation)
+        annotation = unwrap_annotation(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             field = annotation.model_fields.get(str(part))
             if field is None:
@@ -255,11 +255,12 @@ def _model_at(loc: Sequence[str | int], root: type[BaseModel]) -> type[BaseModel
                 annotation = args[0]
             else:
                 return None
-    annotation = _unwrap(annotation)
+    annotation = unwrap_annotation(annotation)
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-def _unwrap(annotation: Any) -> Any:
+def unwrap_annotation(annotation: Any) -> Any:
+    """``X | None`` → ``X``; ``Annotated[X, ...]`` → ``X``."""
     while True:
         origin = typing.get_origin(annotation)
         if origin is Annotated:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
+from sidecar.settings.loading import unwrap_annotation
 from sidecar.settings.root import Settings
 
 __all__ = ["reference_markdown"]
@@ -87,7 +88,7 @@ def _rows(path: str, field: FieldInfo, owner: type[BaseModel]) -> Iterator[_Row]
 
 def _inner_path(path: str, annotation: Any) -> str:
     """``judges`` → ``judges.<name>``, ``scorers`` → ``scorers[]``, a block → itself."""
-    annotation = _unwrap(annotation)
+    annotation = unwrap_annotation(annotation)
     origin = typing.get_origin(annotation)
     if origin is dict:
         return f"{path}.<name>"
@@ -97,29 +98,14 @@ def _inner_path(path: str, annotation: Any) -> str:
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
-    annotation = _unwrap(annotation)
+    annotation = unwrap_annotation(annotation)
     origin = typing.get_origin(annotation)
     if origin is dict:
-        annotation = _unwrap(typing.get_args(annotation)[1])
+        annotation = unwrap_annotation(typing.get_args(annotation)[1])
     elif origin in (tuple, list):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        annotation = _unwrap(args[0]) if len(args) == 1 else None
+        annotation = unwrap_annotation(args[0]) if len(args) == 1 else None
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """``X | None`` → ``X``; ``Annotated[X, ...]`` → ``X``."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return annotation
-            annotation = args[0]
-        else:
-            return annotation
 
 
 def _type(annotation: Any) -> str:
