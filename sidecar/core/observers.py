@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 
 # Candidate runs that never ran: not selected, sampled out, over the size limit, shed at a spend cap.
 SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
-# Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content.
-IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content"]
+# Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content, and spans
+# that look like LLM or agent spans but that no rule recognises (a convention the sidecar does not read).
+IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content", "unrecognised"]
 # A judge gate's states: calls flow (closed), held after faults (open), one probe call in flight (half_open),
 # held until a re-check passes after an auth, quota or model error (paused).
 JudgeState = Literal["closed", "open", "half_open", "paused"]

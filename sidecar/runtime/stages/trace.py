@@ -78,6 +78,7 @@ class TraceWork:
     skipped: list[tuple[ConfiguredScorer, MappingResult]] = field(default_factory=list)
     internal: int = 0
     no_content: int = 0
+    unrecognised: int = 0
 
 
 class TraceAssembly(Assembly):
@@ -112,6 +113,7 @@ class TraceAssembly(Assembly):
                     rejects.setdefault((reject.span_id, reject.reason), reject)
                 work.internal = max(work.internal, result.skipped.internal)
                 work.no_content = max(work.no_content, result.skipped.no_content)
+                work.unrecognised = max(work.unrecognised, result.skipped.unrecognised)
             return result
 
         for configured in self.scorers:
@@ -231,7 +233,7 @@ class TraceStage(Stage):
         # A trace that no trace-scope scorer samples in is never buffered, so never assembled: its agent spans
         # are counted here as span scope counts them (sampled out, or filtered by service before that).
         for item in spans:
-            kind, internal = classify(item.span.attributes)
+            kind, internal, _ = classify(item.span.attributes)
             if kind is None or internal:
                 continue
             for configured in self.scorers:
@@ -380,6 +382,8 @@ class TraceStage(Stage):
             observer.spans_skipped("internal", work.internal)
         if work.no_content:
             observer.spans_skipped("no_content", work.no_content)
+        if work.unrecognised:
+            observer.spans_skipped("unrecognised", work.unrecognised)
 
     async def _set_aside(
         self, trace: BufferedTrace[TopicPartition], spans: list[TraceSpan], rejects: list[SpanReject]
