@@ -14,7 +14,15 @@ import math
 from typing import Final, Literal, get_args
 
 from sidecar.core.deadletters import DeadLetterReason
-from sidecar.core.observers import IngestSkipReason, JudgePauseReason, JudgeState, SessionTurnOutcome, SkipOutcome
+from sidecar.core.observers import (
+    ContentWaitOutcome,
+    IngestSkipReason,
+    JudgePauseReason,
+    JudgeState,
+    LogContentOutcome,
+    SessionTurnOutcome,
+    SkipOutcome,
+)
 from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import RunOutcome
 from sidecar.scoring.judge.errors import ShedReason
@@ -22,11 +30,13 @@ from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.types import JudgeCallOutcome
 
 __all__ = [
+    "CONTENT_WAIT_OUTCOMES",
     "DEAD_LETTER_REASONS",
     "JUDGE_CALL_DURATION_BUCKETS",
     "JUDGE_CALL_OUTCOMES",
     "JUDGE_PAUSE_REASONS",
     "JUDGE_STATES",
+    "LOG_CONTENT_OUTCOMES",
     "PREFIX",
     "RUN_OUTCOMES",
     "SCORE_BUCKETS",
@@ -67,6 +77,8 @@ TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans set aside at ingest (not scorer outcomes: internal and no_content never reach scorers).
 SPAN_SKIP_REASONS: Final[tuple[str, ...]] = get_args(IngestSkipReason)
 TRACE_READY_REASONS: Final[tuple[str, ...]] = get_args(ReadyReason)
+LOG_CONTENT_OUTCOMES: Final[tuple[str, ...]] = get_args(LogContentOutcome)
+CONTENT_WAIT_OUTCOMES: Final[tuple[str, ...]] = get_args(ContentWaitOutcome)
 SESSION_TURN_OUTCOMES: Final[tuple[str, ...]] = get_args(SessionTurnOutcome)
 SESSION_CLOSE_REASONS: Final[tuple[str, ...]] = get_args(SessionCloseReason)
 DEAD_LETTER_REASONS: Final[tuple[str, ...]] = tuple(reason.value for reason in DeadLetterReason)

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from exporters.prometheus.families import (
+    ContentJoinFamilies,
     ExporterFamilies,
     IngestFamilies,
     JudgeFamilies,
@@ -28,9 +29,11 @@ from exporters.prometheus.families import (
     register_build_info,
 )
 from exporters.prometheus.labels import (
+    CONTENT_WAIT_OUTCOMES,
     JUDGE_CALL_OUTCOMES,
     JUDGE_PAUSE_REASONS,
     JUDGE_STATES,
+    LOG_CONTENT_OUTCOMES,
     RUN_OUTCOMES,
     SESSION_CLOSE_REASONS,
     SESSION_TURN_OUTCOMES,
@@ -45,7 +48,15 @@ from exporters.prometheus.labels import (
 )
 from sidecar import __version__
 from sidecar.core import ScoredRun
-from sidecar.core.observers import IngestSkipReason, JudgeState, ServiceObserver, SessionTurnOutcome, SkipOutcome
+from sidecar.core.observers import (
+    ContentWaitOutcome,
+    IngestSkipReason,
+    JudgeState,
+    LogContentOutcome,
+    ServiceObserver,
+    SessionTurnOutcome,
+    SkipOutcome,
+)
 from sidecar.core.runs import SCOPES, ReadyReason, SessionCloseReason
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
@@ -94,6 +105,7 @@ class SidecarMetrics(ServiceObserver):
         self.ingest = IngestFamilies(self.registry)
         self.traces = TraceFamilies(self.registry)
         self.sessions = SessionFamilies(self.registry)
+        self.content = ContentJoinFamilies(self.registry)
 
     def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
         """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
@@ -217,6 +229,21 @@ class SidecarMetrics(ServiceObserver):
 
     def late_spans(self, scorer: str, n: int) -> None:
         self._child(self.traces.late_spans, scorer).inc(n)
+
+    # -- content from the logs topics -----------------------------------------------------------------
+    def log_content(self, outcome: LogContentOutcome, n: int = 1) -> None:
+        check_label(outcome, LOG_CONTENT_OUTCOMES, "log content outcome")
+        if n:
+            self._child(self.content.log_content, outcome).inc(n)
+
+    def content_waits(self, outcome: ContentWaitOutcome, n: int = 1) -> None:
+        check_label(outcome, CONTENT_WAIT_OUTCOMES, "content wait outcome")
+        if n:
+            self._child(self.content.waits, outcome).inc(n)
+
+    def content_join_held(self, records: int, held_bytes: int) -> None:
+        self.content.held_records.set(records)
+        self.content.held_bytes.set(held_bytes)
 
     # -- conversations --------------------------------------------------------------------------------
     def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:

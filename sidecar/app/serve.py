@@ -130,7 +130,7 @@ def service_for(
         dead_letters=dead_letters,
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=group_id or kafka.group_id,
-        topics=kafka.topics,
+        topics=(*kafka.topics, *kafka.log_topics),
         publishers=assembly.publishers,
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),

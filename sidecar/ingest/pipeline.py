@@ -30,6 +30,8 @@ class IngestConfig(BaseModel):
     # The scored span's own attributes each run keeps: the keys judges written in YAML read (none by default:
     # a configuration without such a judge copies nothing).
     span_attributes: frozenset[str] = frozenset()
+    # Topics of OTLP logs (the Collector's otlp_logs) whose content events are joined to their spans.
+    log_topics: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

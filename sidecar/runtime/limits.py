@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sidecar.runtime.join_buffer import JoinLimits
 from sidecar.runtime.trace_buffer import TraceBufferLimits
 
-__all__ = ["RuntimeLimits", "TraceBufferLimits"]
+__all__ = ["JoinLimits", "RuntimeLimits", "TraceBufferLimits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +28,4 @@ class RuntimeLimits:
     # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
     pause_grace_s: float = 0.2
     trace_buffer: TraceBufferLimits = field(default_factory=TraceBufferLimits)
+    log_join: JoinLimits = field(default_factory=JoinLimits)
