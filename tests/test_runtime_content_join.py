@@ -23,6 +23,7 @@ from sidecar.runtime.join_buffer import JoinLimits
 from sidecar.runtime.stages.base import Fetched, FetchedLogs, Stage, StageFacts
 from sidecar.runtime.stages.content import ContentJoinStage
 from tests.support.otel import otlp_proto, record_spans
+from tests.support.waits import eventually
 from tests.test_conventions_log_content import SPAN_ID, TRACE_ID, _event, _logs
 
 SPANS = TopicPartition("spans", 0)
@@ -84,13 +85,15 @@ def _answer_logs() -> Any:
     )
 
 
-def _join(max_bytes: int = 1 << 20) -> tuple[ContentJoinStage, Holding, Counts, Claims[TopicPartition]]:
+def _join(
+    max_bytes: int = 1 << 20, join_wait_s: float = 30
+) -> tuple[ContentJoinStage, Holding, Counts, Claims[TopicPartition]]:
     downstream = Holding()
     counts = Counts()
     dispatcher = RunDispatcher((), counts, AgentLabels(), run_timeout_s=5)
     dead_letters = DeadLetterPublisher("127.0.0.1:1", "dead", encoding="otlp_proto")  # never reached here
     join = ContentJoinStage(
-        [downstream], JoinLimits(join_wait_s=30, max_bytes=max_bytes), dispatcher=dispatcher, observer=counts,
+        [downstream], JoinLimits(join_wait_s=join_wait_s, max_bytes=max_bytes), dispatcher=dispatcher, observer=counts,
         dead_letters=dead_letters,
     )  # fmt: skip
     return join, downstream, counts, Claims()
@@ -159,3 +162,28 @@ def test_the_join_feeds_its_downstream_stages_only() -> None:
     join, downstream, _, _ = _join()
     fed: Sequence[Stage] = join.feeds()
     assert list(fed) == [downstream] and join.name == "content join"
+
+
+async def test_a_span_whose_content_never_comes_goes_on_as_it_is_after_join_wait_s() -> None:
+    join, downstream, counts, claims = _join(join_wait_s=0.2)
+    stop = asyncio.Event()
+    (ticker,) = [asyncio.create_task(work) for work in join.background(stop)]
+    try:
+        _hand(join, claims, 0, logs=False)
+        assert downstream.taken == []
+
+        def handed_on() -> bool:
+            return len(downstream.taken) == 1
+
+        await eventually(handed_on, timeout_s=5)
+        span = downstream.taken[0].traces.resource_spans[0].scope_spans[0].spans[0]
+        assert not any(kv.key == n.GEN_AI_OUTPUT_MESSAGES for kv in span.attributes)  # as it came
+        assert counts.waits == {"timed_out": 1}
+        downstream.finish_all()
+        assert _done(claims, SPANS) == 1
+        _hand(join, claims, 0, logs=True)  # too late: held for its span, then let go
+        await eventually(lambda: counts.content.get("expired") == 1, timeout_s=5)
+        assert _done(claims, LOGS) == 1
+    finally:
+        stop.set()
+        await ticker
