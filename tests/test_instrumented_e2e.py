@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from sidecar.testing.judge_server import JudgeServer
-from tests.support.instrumented.apps import JudgedRun, judge_scorer, judged_runs, serve_agent_model, written
+from tests.support.instrumented.apps import (
+    JudgedRun,
+    Written,
+    judge_scorer,
+    judged_runs,
+    serve_agent_model,
+    written,
+)
 from tests.support.instrumented.environments import ENVIRONMENTS
 from tests.support.instrumented.matrix import SETUPS, Setup, ingest_table
 from tests.support.judge import SECRET_KEY
@@ -63,6 +70,13 @@ async def sidecar_for(
     )  # fmt: skip
     settings["kafka"]["log_topics"] = [topics["logs"]]
     return SidecarProcess(settings, tmp_path, env={"JUDGE_API_KEY": SECRET_KEY}), topics
+
+
+async def both_committed(bootstrap: str, topics: dict[str, str], app: Written) -> bool:
+    """Every record of both topics committed: the spans scored, and the log records whose content they took."""
+    spans = await committed_total(bootstrap, topics["group"], topics["spans"], 2)
+    logs = await committed_total(bootstrap, topics["group"], topics["logs"], 2)
+    return spans == len(app.spans) and logs == len(app.logs)
 
 
 def _weather(tag: str, result: str | None, *, city_suffix: str = "") -> str:
@@ -175,12 +189,7 @@ async def test_content_that_arrives_before_its_span_is_joined_at_once(
         found = await read_scores(kafka_bootstrap, topics["scores"], score_ids=3, timeout_s=20)
         metrics = await sidecar.metrics_text()
 
-        async def both_committed() -> bool:
-            spans = await committed_total(kafka_bootstrap, topics["group"], topics["spans"], 2)
-            logs = await committed_total(kafka_bootstrap, topics["group"], topics["logs"], 2)
-            return spans == len(app.spans) and logs == len(app.logs)
-
-        await eventually(both_committed, timeout_s=20)
+        await eventually(lambda: both_committed(kafka_bootstrap, topics, app), timeout_s=20)
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()
@@ -226,12 +235,7 @@ async def test_content_that_arrives_after_a_restart_joins_the_spans_read_again(
         await sidecar.wait_ready()
         found = await read_scores(kafka_bootstrap, topics["scores"], score_ids=3, timeout_s=20)
 
-        async def both_committed() -> bool:
-            spans = await committed_total(kafka_bootstrap, topics["group"], topics["spans"], 2)
-            logs = await committed_total(kafka_bootstrap, topics["group"], topics["logs"], 2)
-            return spans == len(app.spans) and logs == len(app.logs)
-
-        await eventually(both_committed, timeout_s=20)
+        await eventually(lambda: both_committed(kafka_bootstrap, topics, app), timeout_s=20)
         assert sidecar.terminate() == 0
     finally:
         sidecar.kill()

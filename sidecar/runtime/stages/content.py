@@ -20,7 +20,6 @@ commit, and the content joins its spans again (their score ids are the same).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Coroutine, Sequence
@@ -36,6 +35,7 @@ from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.runtime.claims import Claim, RecordClaim
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.join_buffer import HeldContent, JoinBuffer, JoinLimits, WaitingRecord
+from sidecar.runtime.pacing import ticks
 from sidecar.runtime.stages.base import Fetched, FetchedLogs, Stage, set_aside
 
 __all__ = ["ContentJoinStage"]
@@ -232,12 +232,7 @@ class ContentJoinStage(Stage):
         return [self._tick_until(stop)]
 
     async def _tick_until(self, stop: asyncio.Event) -> None:
-        tick = min(_TICK_S, self._limits.join_wait_s / 4)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), tick)
-            if stop.is_set():
-                break
+        async for _ in ticks(stop, min(_TICK_S, self._limits.join_wait_s / 4)):
             try:
                 records, contents = self.buffer.due()
                 for entry in records:

@@ -36,7 +36,7 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
-from sidecar.runtime.pacing import INGEST_SLICE_S
+from sidecar.runtime.pacing import INGEST_SLICE_S, ticks
 from sidecar.runtime.stages.base import Assembly, Fetched, OfflineRecord, OfflineRun, Stage, StageFacts, StageRun
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
 
@@ -251,13 +251,8 @@ class TraceStage(Stage):
         """Start the runs of the traces that are ready, at a steady pace (a trace's readiness is a matter of
         time passing, not of records arriving)."""
         buffer = self.buffer
-        tick = min(_TICK_S, buffer.idle_s / 4)
         stuck_since: float | None = None
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), tick)
-            if stop.is_set():
-                break
+        async for _ in ticks(stop, min(_TICK_S, buffer.idle_s / 4)):
             try:
                 # Ready traces start while runs may: the others wait in the buffer (still bounded), not as tasks.
                 room = self._max_in_flight_runs - self._dispatcher.in_flight
