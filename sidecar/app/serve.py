@@ -105,6 +105,9 @@ def service_for(
     kafka = settings.kafka
     runtime = settings.runtime
     ingest = ingest_for(settings, assembly.scorers)
+    if source is not None:
+        # Another command's own source reads the traces topic only (a backfill's window): no logs topic to join.
+        ingest = ingest.model_copy(update={"log_topics": frozenset()})
     engine = Engine.build(
         assembly.sinks,
         observer=assembly.observer,
