@@ -156,6 +156,13 @@ async def test_a_revoke_drops_what_was_handed_on_of_its_partitions() -> None:
     assert task.cancelled()
     downstream.finish_all()  # late work of the old assignment completes nothing
     assert _done(claims, SPANS) == 0
+    # The logs partition, still owned, is not held back for good by a span its new owner scores.
+    assert _done(claims, LOGS) == 1
+    _hand(join, claims, 1, logs=False)  # handed on with its content, its work still running when its partition goes
+    _hand(join, claims, 1, logs=True)
+    claims.revoke({SPANS})
+    join.revoked({SPANS})
+    assert _done(claims, LOGS) == 2 and len(join.buffer) == 0
 
 
 def test_the_join_feeds_its_downstream_stages_only() -> None:

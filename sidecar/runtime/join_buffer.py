@@ -179,13 +179,15 @@ class JoinBuffer(Generic[P, R, H]):
         contents = [self._forget_content(i) for i in list(self._contents)]
         return records, contents
 
-    def drop_partitions(self, partitions: set[P]) -> None:
+    def drop_partitions(self, partitions: set[P]) -> list[HeldContent[P, H]]:
         """Forget what came from ``partitions`` (revoked: their records' claims are dropped, their new owner reads
-        them again)."""
+        them again). Returns the content joined to the records forgotten, which may come from other partitions."""
+        joined: list[HeldContent[P, H]] = []
         for record_id in [i for i, e in self._records.items() if e.partition in partitions]:
-            self._forget_record(record_id)
+            joined.extend(self._forget_record(record_id).joined)
         for content_id in [i for i, e in self._contents.items() if e.partition in partitions]:
             self._forget_content(content_id)
+        return joined
 
 
 def _until(entries: dict[int, WaitingRecord[P, R, H]] | dict[int, HeldContent[P, H]], now: float) -> list[int]:

@@ -68,8 +68,9 @@ class ContentJoinStage(Stage):
         self._dispatcher = dispatcher
         self._observer = observer
         self._dead_letters = dead_letters
-        # The claims the records handed on after a wait work under, by partition: a revoke drops them.
-        self._units: dict[TopicPartition, set[Claim]] = {}
+        # The claims the records handed on work under, by partition, with the parts of the logs records whose content
+        # they received: a revoke drops them.
+        self._units: dict[TopicPartition, dict[Claim, list[RecordClaim]]] = {}
         self._last_eviction_warning = -_EVICTION_WARNING_EVERY_S
 
     @property
@@ -152,16 +153,16 @@ class ContentJoinStage(Stage):
             self._observer.log_content("joined", len(entry.joined))
         parts = [held.held for held in entry.joined]
         partition = record.partition
-        units = self._units.setdefault(partition, set())
+        units = self._units.setdefault(partition, {})
 
         def done() -> None:
-            units.discard(unit)
+            units.pop(unit, None)
             record.claim.release()
             for part in parts:
                 part.release()
 
         unit = Claim(done)
-        units.add(unit)
+        units[unit] = parts
         handed = Fetched(
             partition,
             record.offset,
@@ -253,11 +254,17 @@ class ContentJoinStage(Stage):
 
     # -- partitions and the stop ---------------------------------------------------------------------------
     def revoked(self, partitions: set[TopicPartition]) -> None:
-        """What came from the revoked partitions goes to their new owner (its records were not committed)."""
-        self.buffer.drop_partitions(partitions)
+        """What came from the revoked partitions goes to their new owner (its records were not committed). The content
+        of a logs partition still owned that was joined to them is let go: with the topics keyed alike, the range
+        assignor revokes both partitions together (its claims are dropped already); otherwise holding it would
+        stall that partition's commits for good."""
+        orphaned = [held.held for held in self.buffer.drop_partitions(partitions)]
         for partition in partitions:
-            for unit in self._units.pop(partition, set()):
+            for unit, parts in self._units.pop(partition, {}).items():
                 unit.drop()
+                orphaned.extend(parts)
+        for part in orphaned:
+            part.release()
         self._observe()
 
     async def abandon(self) -> None:
