@@ -13,9 +13,11 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from exporters.prometheus.labels import (
+    CONTENT_WAIT_OUTCOMES,
     DEAD_LETTER_REASONS,
     JUDGE_CALL_DURATION_BUCKETS,
     LIMITS,
+    LOG_CONTENT_OUTCOMES,
     PREFIX,
     SCORE_BUCKETS,
     SCORE_LATENCY_BUCKETS,
@@ -29,6 +31,7 @@ from exporters.prometheus.labels import (
 )
 
 __all__ = [
+    "ContentJoinFamilies",
     "DeadLetterCounts",
     "ExporterFamilies",
     "IngestFamilies",
@@ -351,6 +354,38 @@ class TraceFamilies:
             "Spans that arrived for a trace the trace-scope scorer had already scored (not scored again).",
             ["scorer"],
             registry=r,
+        )
+
+
+class ContentJoinFamilies:
+    """Content sent as OTLP log events (``kafka.log_topics``), joined to its spans: what became of it, what became of
+    the LLM call spans that waited for it, and what the join holds."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.log_content = Counter(
+            f"{P}_log_content",
+            "Spans' content read from log records, by outcome: joined (laid on its span), expired (no span took it "
+            "within join_wait_s), evicted (let go at max_bytes), no_span (written outside a span), sampled_out.",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in LOG_CONTENT_OUTCOMES:
+            self.log_content.labels(outcome=outcome)
+        self.waits = Counter(
+            f"{P}_content_waits",
+            "LLM call spans without content of their own that waited for it from the logs topics, by outcome: "
+            "joined, timed_out (join_wait_s passed: scored as they came), evicted (handed on at max_bytes).",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in CONTENT_WAIT_OUTCOMES:
+            self.waits.labels(outcome=outcome)
+        self.held_records = Gauge(
+            f"{P}_content_join_records", "Span records waiting for their content from the logs topics.", registry=r
+        )
+        self.held_bytes = Gauge(
+            f"{P}_content_join_bytes", "Bytes the content join holds: span records waiting and content.", registry=r
         )
 
 

@@ -15,10 +15,12 @@ from typing import Final, Literal, get_args
 
 from sidecar.core.deadletters import DeadLetterReason
 from sidecar.core.observers import (
+    ContentWaitOutcome,
     IngestSkipReason,
     JudgePauseReason,
     JudgeState,
     LimitName,
+    LogContentOutcome,
     SessionTurnOutcome,
     SkipOutcome,
 )
@@ -30,12 +32,14 @@ from sidecar.scoring.judge.negotiation import SHAPES
 from sidecar.scoring.types import JudgeCallOutcome
 
 __all__ = [
+    "CONTENT_WAIT_OUTCOMES",
     "DEAD_LETTER_REASONS",
     "JUDGE_CALL_DURATION_BUCKETS",
     "JUDGE_CALL_OUTCOMES",
     "JUDGE_PAUSE_REASONS",
     "JUDGE_STATES",
     "LIMITS",
+    "LOG_CONTENT_OUTCOMES",
     "PREFIX",
     "RUN_OUTCOMES",
     "SCORE_BUCKETS",
@@ -77,6 +81,8 @@ TOKEN_TYPES: Final[tuple[str, ...]] = get_args(TokenType)
 # Spans set aside at ingest (not scorer outcomes: internal and no_content never reach scorers).
 SPAN_SKIP_REASONS: Final[tuple[str, ...]] = get_args(IngestSkipReason)
 TRACE_READY_REASONS: Final[tuple[str, ...]] = get_args(ReadyReason)
+LOG_CONTENT_OUTCOMES: Final[tuple[str, ...]] = get_args(LogContentOutcome)
+CONTENT_WAIT_OUTCOMES: Final[tuple[str, ...]] = get_args(ContentWaitOutcome)
 SESSION_TURN_OUTCOMES: Final[tuple[str, ...]] = get_args(SessionTurnOutcome)
 SESSION_CLOSE_REASONS: Final[tuple[str, ...]] = get_args(SessionCloseReason)
 DEAD_LETTER_REASONS: Final[tuple[str, ...]] = tuple(reason.value for reason in DeadLetterReason)

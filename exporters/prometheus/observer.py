@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
 
 from exporters.prometheus.families import (
+    ContentJoinFamilies,
     ExporterFamilies,
     IngestFamilies,
     JudgeFamilies,
@@ -28,9 +29,11 @@ from exporters.prometheus.families import (
     register_build_info,
 )
 from exporters.prometheus.labels import (
+    CONTENT_WAIT_OUTCOMES,
     JUDGE_CALL_OUTCOMES,
     JUDGE_PAUSE_REASONS,
     JUDGE_STATES,
+    LOG_CONTENT_OUTCOMES,
     RUN_OUTCOMES,
     SESSION_CLOSE_REASONS,
     SESSION_TURN_OUTCOMES,
@@ -48,9 +51,11 @@ from sidecar import __version__
 from sidecar.core import ScoredRun
 from sidecar.core.label_values import bounded_label
 from sidecar.core.observers import (
+    ContentWaitOutcome,
     IngestSkipReason,
     JudgeState,
     LimitName,
+    LogContentOutcome,
     ServiceObserver,
     SessionTurnOutcome,
     SkipOutcome,
@@ -109,6 +114,7 @@ class SidecarMetrics(ServiceObserver):
         self.ingest = IngestFamilies(self.registry)
         self.traces = TraceFamilies(self.registry)
         self.sessions = SessionFamilies(self.registry)
+        self.content = ContentJoinFamilies(self.registry)
 
     def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
         """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
@@ -252,6 +258,21 @@ class SidecarMetrics(ServiceObserver):
 
     def late_spans(self, scorer: str, n: int) -> None:
         self._child(self.traces.late_spans, scorer).inc(n)
+
+    # -- content from the logs topics -----------------------------------------------------------------
+    def log_content(self, outcome: LogContentOutcome, n: int = 1) -> None:
+        check_label(outcome, LOG_CONTENT_OUTCOMES, "log content outcome")
+        if n:
+            self._child(self.content.log_content, outcome).inc(n)
+
+    def content_waits(self, outcome: ContentWaitOutcome, n: int = 1) -> None:
+        check_label(outcome, CONTENT_WAIT_OUTCOMES, "content wait outcome")
+        if n:
+            self._child(self.content.waits, outcome).inc(n)
+
+    def content_join_held(self, records: int, held_bytes: int) -> None:
+        self.content.held_records.set(records)
+        self.content.held_bytes.set(held_bytes)
 
     # -- conversations --------------------------------------------------------------------------------
     def session_turns(self, outcome: SessionTurnOutcome, n: int = 1) -> None:

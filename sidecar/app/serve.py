@@ -106,6 +106,9 @@ def service_for(
     kafka = settings.kafka
     runtime = settings.runtime
     ingest = ingest_for(settings, assembly.scorers)
+    if source is not None:
+        # Another command's own source reads the traces topic only (a backfill's window): no logs topic to join.
+        ingest = ingest.model_copy(update={"log_topics": frozenset()})
     engine = Engine.build(
         assembly.sinks,
         observer=assembly.observer,
@@ -135,7 +138,7 @@ def service_for(
         dead_letters=dead_letters,
         bootstrap_servers=kafka.bootstrap_servers_str,
         group_id=group_id or kafka.group_id,
-        topics=kafka.topics,
+        topics=(*kafka.topics, *kafka.log_topics),
         publishers=assembly.publishers,
         consumer_options=kafka.consumer_options(),
         producer_options=kafka.producer_options(),

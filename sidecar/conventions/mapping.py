@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.conventions.attributes import MappingError, parse_json_text
 from sidecar.conventions.messages import (
     ParsedMessage,
     Role,
@@ -88,10 +89,30 @@ def _messages(view: SpanView, events: list[ParsedMessage], *, output: bool) -> t
     if value in a:
         mime = a.get(names.OUTPUT_MIME_TYPE if output else names.INPUT_MIME_TYPE)
         return free_form(a[value], role, mime_type=mime if isinstance(mime, str) else None), "openinference"
+    traceloop = names.TRACELOOP_ENTITY_OUTPUT if output else names.TRACELOOP_ENTITY_INPUT
+    if traceloop in a:  # OpenLLMetry's workflow and agent spans: the decorated function's arguments and result
+        return free_form(_entity(a[traceloop]), role), "openllmetry"
     old_mastra = names.MASTRA_LEGACY_OUTPUT if output else names.MASTRA_LEGACY_INPUT
     if names.MASTRA_SPAN_TYPE in a and old_mastra in a:
         return free_form(a[old_mastra], role), "mastra"
     return [], ""
+
+
+def _entity(value: Any) -> Any:
+    """OpenLLMetry's ``traceloop.entity.input``: ``{"args": [...], "kwargs": {...}}`` of the decorated function, as
+    JSON; one string among them is the request itself."""
+    try:
+        data = parse_json_text(value, what=names.TRACELOOP_ENTITY_INPUT)
+    except MappingError:
+        return value  # free-form: text that is not JSON is read as text
+    if isinstance(data, Mapping) and set(data) <= {"args", "kwargs"}:
+        args = data.get("args")
+        kwargs = data.get("kwargs")
+        values = [*(args if isinstance(args, list) else []), *(kwargs.values() if isinstance(kwargs, Mapping) else [])]
+        texts = [v for v in values if isinstance(v, str) and v]
+        if len(texts) == 1:
+            return texts[0]
+    return value
 
 
 def _first(attributes: Mapping[str, Any], *keys: str) -> Any:

@@ -255,7 +255,7 @@ def openinference_messages(attributes: Mapping[str, Any], prefix: str) -> list[P
             obj["tool_calls"] = [
                 {"id": tc.get("id"), "function": tc.get("function", {})}
                 for tc in (x.get("tool_call", {}) if isinstance(x, Mapping) else {} for x in calls)
-                if isinstance(tc, Mapping)
+                if isinstance(tc, Mapping) and tc  # an empty slot of sparse indices (OpenInference numbers oddly)
             ]
         messages.append(chat_message(obj, "user"))
     return messages
@@ -376,6 +376,10 @@ def event_messages(
             body = attrs.get(names.EVENT_ATTR_MESSAGE)
             body = parse_json_text(body, what="gen_ai.choice message") if isinstance(body, str) else body
             if isinstance(body, Mapping):
+                calls = attrs.get(names.EVENT_ATTR_TOOL_CALLS)
+                if calls is not None and names.EVENT_ATTR_TOOL_CALLS not in body:
+                    # OpenLLMetry's log events put a choice's tool calls beside its message, not in it.
+                    body = {**body, names.EVENT_ATTR_TOOL_CALLS: calls}
                 outputs.append(chat_message(body, "assistant"))
                 continue
             if body is not None:
@@ -386,8 +390,9 @@ def event_messages(
             obj["content"] = content
         if names.EVENT_ATTR_TOOL_CALLS in attrs:
             obj["tool_calls"] = attrs[names.EVENT_ATTR_TOOL_CALLS]
-        if role == "tool" and attrs.get(names.EVENT_ATTR_ID) is not None:
-            obj["tool_call_id"] = attrs[names.EVENT_ATTR_ID]
+        if role == "tool":
+            # Without an id (OpenLLMetry's log events), the result answers the oldest call still open.
+            obj["tool_call_id"] = attrs.get(names.EVENT_ATTR_ID) or ""
         (outputs if name == names.EVENT_CHOICE else inputs).append(chat_message(obj, role))
     return inputs, outputs
 
@@ -406,11 +411,12 @@ def _with_event_content(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any
 def merge_tool_results(messages: Sequence[ParsedMessage]) -> list[ParsedMessage]:
     """Attach tool results to the calls they answer, as Mastra's message list does.
 
-    A result whose id matches an earlier call turns that call into ``state='result'``; a tool
-    message left without parts is dropped. Unmatched results stay where they were.
+    A result whose id matches an earlier call turns that call into ``state='result'`` (a result without an id:
+    the oldest call still open); a tool message left without parts is dropped. Unmatched results stay where they
+    were.
     """
     kept: list[list[Part]] = []
-    calls: dict[str, tuple[int, int]] = {}
+    calls: dict[str, tuple[int, int]] = {}  # open calls, in the order they were made
     for message in messages:
         keep: list[Part] = []
         kept.append(keep)
@@ -418,8 +424,13 @@ def merge_tool_results(messages: Sequence[ParsedMessage]) -> list[ParsedMessage]
             inv = part.tool_invocation if isinstance(part, ToolInvocationPart) else None
             if inv is not None and inv.state == "call" and inv.tool_call_id:
                 calls[inv.tool_call_id] = (len(kept) - 1, len(keep))
-            elif inv is not None and inv.state == "result" and inv.tool_call_id in calls:
-                ci, pi = calls.pop(inv.tool_call_id)
+            elif (
+                inv is not None
+                and inv.state == "result"
+                and (inv.tool_call_id in calls or (not inv.tool_call_id and calls))
+            ):
+                # A result without an id answers the oldest open call: tool results follow their calls in order.
+                ci, pi = calls.pop(inv.tool_call_id or next(iter(calls)))
                 call = kept[ci][pi]
                 if isinstance(call, ToolInvocationPart):
                     merged = call.tool_invocation.model_copy(update={"state": "result", "result": inv.result})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +20,7 @@ __all__ = [
     "AttributePredicate",
     "NameFilter",
     "Selection",
+    "SpanClass",
     "SpanKind",
     "classify",
     "sample_score",
@@ -28,9 +29,34 @@ __all__ = [
 
 SpanKind = Literal["agent", "inference"]
 _TWO_48 = float(1 << 48)
-_SELECTION_KEYS = frozenset(
-    {names.GEN_AI_OPERATION_NAME, names.OPENINFERENCE_SPAN_KIND, names.MASTRA_SPAN_TYPE, names.SIDECAR_INTERNAL}
+_KIND_KEYS = frozenset(
+    {
+        names.GEN_AI_OPERATION_NAME,
+        names.OPENINFERENCE_SPAN_KIND,
+        names.MASTRA_SPAN_TYPE,
+        names.LLM_REQUEST_TYPE,
+        names.TRACELOOP_SPAN_KIND,
+    }
 )
+# Keys only an LLM or agent span carries: a span with one of them and no kind a rule recognises is counted
+# ``unrecognised``, never skipped without a word (the flattened legacy prompt always has its index 0).
+_GENAI_MARKERS = frozenset(
+    {
+        names.GEN_AI_REQUEST_MODEL,
+        names.GEN_AI_INPUT_MESSAGES,
+        names.GEN_AI_OUTPUT_MESSAGES,
+        names.GEN_AI_SYSTEM,
+        names.GEN_AI_PROVIDER_NAME,
+        names.LLM_MODEL_NAME,
+        names.GEN_AI_PROMPT,
+        names.GEN_AI_COMPLETION,
+        f"{names.GEN_AI_PROMPT}.0.content",
+        f"{names.GEN_AI_PROMPT}.0.role",
+        f"{names.GEN_AI_COMPLETION}.0.content",
+        f"{names.GEN_AI_COMPLETION}.0.role",
+    }
+)
+_SELECTION_KEYS = _KIND_KEYS | _GENAI_MARKERS | {names.SIDECAR_INTERNAL}
 
 
 class _Frozen(BaseModel):
@@ -76,37 +102,77 @@ class Selection(_Frozen):
     max_input_bytes: int = Field(default=256 * 1024, gt=0)  # text content of one span; larger → too_large
 
 
-def classify(attributes: Iterable[KeyValue]) -> tuple[SpanKind | None, bool]:
-    """(kind, internal) from one pass over the span's attribute keys, without decoding values.
+class SpanClass(NamedTuple):
+    """What one pass over a span's attribute keys tells: its kind (``None``: not a run), whether it is the
+    sidecar's own (loop guard), and whether it looks like an LLM or agent span that no rule recognises."""
 
-    ``internal`` marks the sidecar's own spans (loop guard).
+    kind: SpanKind | None
+    internal: bool
+    unrecognised: bool
+
+
+# Per convention key: value → kind (None: recognised, not a run). A value not listed is unrecognised.
+_RULES: Mapping[str, Mapping[str, SpanKind | None]] = {
+    names.GEN_AI_OPERATION_NAME: {
+        names.OP_INVOKE_AGENT: "agent",
+        names.MASTRA_LEGACY_OPERATION_AGENT_RUN: "agent",
+        **{op: "inference" for op in names.INFERENCE_OPERATIONS},
+        **dict.fromkeys(names.OTHER_OPERATIONS),
+    },
+    names.OPENINFERENCE_SPAN_KIND: {
+        names.OI_KIND_AGENT: "agent",
+        names.OI_KIND_LLM: "inference",
+        **dict.fromkeys(names.OI_KINDS_OTHER),
+    },
+    names.LLM_REQUEST_TYPE: {
+        **{kind: "inference" for kind in names.LLM_REQUEST_TYPES_INFERENCE},
+        **dict.fromkeys(names.LLM_REQUEST_TYPES_OTHER),
+    },
+    names.TRACELOOP_SPAN_KIND: {
+        **{kind: "agent" for kind in names.TRACELOOP_KINDS_AGENT},
+        **dict.fromkeys(names.TRACELOOP_KINDS_OTHER),
+    },
+}
+
+
+def classify(attributes: Iterable[KeyValue]) -> SpanClass:
+    """The span's class from one pass over its attribute keys, decoding only the few values that name a kind.
+
+    An agent marker wins over an inference one (an agent span may carry its model too); Mastra's span types other
+    than ``agent_run`` are recognised, not runs.
     """
     kind: SpanKind | None = None
     internal = False
+    recognised = False
+    marked = False
     for kv in attributes:
         key = kv.key
         # One set lookup per attribute: most spans are HTTP/DB spans with none of these keys.
         if key not in _SELECTION_KEYS:
             continue
-        if key == names.GEN_AI_OPERATION_NAME:
-            op = kv.value.string_value
-            if op == names.OP_INVOKE_AGENT or op == names.MASTRA_LEGACY_OPERATION_AGENT_RUN:
-                kind = "agent"
-            elif op in names.INFERENCE_OPERATIONS and kind is None:
-                kind = "inference"
-        elif key == names.OPENINFERENCE_SPAN_KIND:
-            oi = kv.value.string_value.upper()
-            if oi == names.OI_KIND_AGENT:
-                kind = "agent"
-            elif oi == names.OI_KIND_LLM and kind is None:
-                kind = "inference"
-        elif key == names.MASTRA_SPAN_TYPE:
+        if key == names.SIDECAR_INTERNAL:
+            internal = kv.value.bool_value or kv.value.string_value.lower() == "true"
+            continue
+        if key in _GENAI_MARKERS:
+            marked = True
+            continue
+        marked = True
+        if key == names.MASTRA_SPAN_TYPE:
+            recognised = True
             if kv.value.string_value == names.MASTRA_AGENT_RUN:
                 kind = "agent"
-        else:  # names.SIDECAR_INTERNAL
-            value = kv.value
-            internal = value.bool_value or value.string_value.lower() == "true"
-    return kind, internal
+            continue
+        word = kv.value.string_value
+        rule = _RULES[key]
+        if key == names.OPENINFERENCE_SPAN_KIND:
+            word = word.upper()
+        if word not in rule:
+            continue
+        recognised = True
+        found = rule[word]
+        if found == "agent" or (found == "inference" and kind is None):
+            kind = found
+    return SpanClass(kind, internal, kind is None and marked and not recognised and not internal)
 
 
 def sample_score(trace_id: bytes) -> float:

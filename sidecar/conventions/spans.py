@@ -57,6 +57,9 @@ class SkipCounts:
     filtered: int = 0  # service, agent or attribute filters
     sampled_out: int = 0
     no_content: int = 0  # no messages at all, e.g. content capture switched off
+    # Spans that look like LLM or agent spans (a GenAI attribute, a convention's kind key with a value no rule
+    # knows) but that no rule selects: counted whatever the selection, so a convention the sidecar misses is seen.
+    unrecognised: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +204,7 @@ def spans_to_runs(
     """
     runs: list[ScorerRunRequest] = []
     rejects: list[SpanReject] = []
-    skipped: dict[str, int] = {"internal": 0, "filtered": 0, "sampled_out": 0, "no_content": 0}
+    skipped: dict[str, int] = {"internal": 0, "filtered": 0, "sampled_out": 0, "no_content": 0, "unrecognised": 0}
     seen = 0
     kinds = selection.kinds
     for resource_spans in traces.resource_spans:
@@ -211,8 +214,9 @@ def spans_to_runs(
             spans = scope_spans.spans
             seen += len(spans)
             for span in spans:
-                kind, own_span = classify(span.attributes)
+                kind, own_span, unrecognised = classify(span.attributes)
                 if kind is None or kind not in kinds:
+                    skipped["unrecognised"] += unrecognised
                     continue
                 admission = admit(span, own_span=own_span, service=service, selection=selection)
                 if admission.verdict == "reject":

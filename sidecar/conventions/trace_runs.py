@@ -31,7 +31,7 @@ from typing import Any, Literal
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from sidecar.conventions.attributes import attributes_dict, unflatten
-from sidecar.conventions.mapping import map_span, usage_of
+from sidecar.conventions.mapping import SpanView, map_span, usage_of
 from sidecar.conventions.selection import Selection, classify
 from sidecar.conventions.spans import (
     MappingResult,
@@ -43,6 +43,7 @@ from sidecar.conventions.spans import (
     service_name_of,
     span_view,
 )
+from sidecar.conventions.tool_calls import merge_requested, not_in
 from sidecar.conventions.versions import DEFAULT_VERSIONS, NO_VERSIONS, VersionAttributes
 from sidecar.core import names
 from sidecar.core.runs import ReadyReason, ResourceValue, RunAssembly, ScorerRunRequest, SpanTarget
@@ -61,10 +62,15 @@ _OP_EXECUTE_TOOL = "execute_tool"
 _OP_RETRIEVAL = "retrieval"
 _OI_TOOL = "TOOL"
 _OI_RETRIEVER = "RETRIEVER"
-_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "tool_call.function.name")
+_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "tool_call.function.name", names.TRACELOOP_ENTITY_NAME)
 _TOOL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id")
-_TOOL_ARGS_KEYS = ("gen_ai.tool.call.arguments", "tool_call.function.arguments", names.INPUT_VALUE)
-_TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", names.OUTPUT_VALUE)
+_TOOL_ARGS_KEYS = (
+    "gen_ai.tool.call.arguments",
+    "tool_call.function.arguments",
+    names.INPUT_VALUE,
+    names.TRACELOOP_ENTITY_INPUT,
+)
+_TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", names.OUTPUT_VALUE, names.TRACELOOP_ENTITY_OUTPUT)
 _RETRIEVAL_DOCUMENTS = "retrieval.documents"
 
 
@@ -89,6 +95,7 @@ class _Node:
     own: bool  # the sidecar's own span (loop guard)
     role: str | None  # tool / retriever
     children: list[_Node]
+    unrecognised: bool = False  # looks like an LLM or agent span that no rule selects
     _attributes: dict[str, Any] | None = None
 
     def attributes(self) -> dict[str, Any]:
@@ -112,6 +119,8 @@ def _role(span: Span) -> str | None:
                 return "tool"
             if oi == _OI_RETRIEVER:
                 return "retriever"
+        elif kv.key == names.TRACELOOP_SPAN_KIND and kv.value.string_value == "tool":
+            return "tool"
     return None
 
 
@@ -122,8 +131,8 @@ def _tree(spans: Sequence[TraceSpan]) -> list[_Node]:
         span = item.span
         span_id = span.span_id
         if span_id not in nodes:  # a span twice: the first wins
-            kind, own = classify(span.attributes)
-            nodes[span_id] = _Node(item, kind, own, _role(span), [])
+            kind, own, unrecognised = classify(span.attributes)
+            nodes[span_id] = _Node(item, kind, own, _role(span), [], unrecognised)
     for node in nodes.values():
         parent = nodes.get(node.item.span.parent_span_id)
         if parent is not None and parent is not node:
@@ -133,19 +142,21 @@ def _tree(spans: Sequence[TraceSpan]) -> list[_Node]:
     return sorted(nodes.values(), key=lambda n: n.item.span.start_time_unix_nano)
 
 
-def _subtree(root: _Node, own_runs: set[bytes]) -> Iterator[_Node]:
-    """The root's descendants in depth-first start order, not entering nested agents that get their own run."""
-    stack = list(reversed(root.children))
+def _subtree(root: _Node, own_runs: set[bytes]) -> Iterator[tuple[_Node, bool]]:
+    """The root's descendants in depth-first start order, each with whether a tool span lies between it and the
+    root, not entering nested agents that get their own run."""
+    stack = [(child, False) for child in reversed(root.children)]
     seen: set[bytes] = set()
     while stack:
-        node = stack.pop()
+        node, under_tool = stack.pop()
         span_id = node.item.span.span_id
         if span_id in seen:  # a malformed trace with a cycle
             continue
         seen.add(span_id)
-        yield node
+        yield node, under_tool
         if span_id not in own_runs:
-            stack.extend(reversed(node.children))
+            below = under_tool or node.role == "tool"
+            stack.extend((child, below) for child in reversed(node.children))
 
 
 def _first(attributes: Mapping[str, Any], keys: Sequence[str]) -> Any:
@@ -233,10 +244,12 @@ def _assemble(
     calls: list[ToolInvocation] = []
     documents: list[str] = []
     spans = 1
-    for child in _subtree(node, own_runs):
+    for child, under_tool in _subtree(node, own_runs):
         spans += 1
         span = child.item.span
         if span.span_id in own_runs:  # a nested agent: one call in this run, its own run elsewhere
+            if under_tool:
+                continue  # a sub-agent called as a tool: the tool's span is the call, with its request and answer
             nested = _map(child)
             calls.append(
                 ToolInvocation(
@@ -265,17 +278,15 @@ def _assemble(
             mapped[index] = _map(llm_nodes[index])
         return mapped[index]
 
-    # Tool calls an LLM call asked for and no tool span recorded (by call id).
-    recorded = {c.tool_call_id for c in calls}
+    # Tool calls the LLM calls asked for, merged with the tool spans that recorded them (tool_calls.merge_requested),
+    # and none that the agent span's own messages hold already.
+    requested: list[ToolInvocation] = []
     for index, llm_node in enumerate(llm_nodes):
-        if not _may_request_tools(llm_node.item.span):
-            continue
-        requested = llm(index)
-        for message in requested.output if requested is not None else ():
-            for invocation in message.tool_invocations:
-                if invocation.tool_call_id not in recorded:
-                    recorded.add(invocation.tool_call_id)
-                    calls.append(invocation)
+        asked = llm(index) if _may_request_tools(llm_node.item.span) else None
+        requested.extend(_invocations(asked.output) if asked is not None else ())
+    span_ids = frozenset(child.item.span.span_id.hex() for child, _ in _subtree(node, own_runs))
+    merged = merge_requested(calls, requested, span_ids=span_ids)
+    calls = not_in(merged, _invocations(run_input.input_messages))
     first_llm = llm(0) if llm_nodes and not (run_input.system_messages and run_input.input_messages) else None
     system_from: Literal["agent", "llm_call", "none"] = "agent" if run_input.system_messages else "none"
     if not run_input.system_messages and first_llm is not None and first_llm.input.system_messages:
@@ -305,7 +316,7 @@ def _assemble(
         ready_reason=ready_reason,
         spans=spans,
         llm_calls=len(llm_nodes),
-        tool_calls=len(calls),
+        tool_calls=len(merged),
         retrieved_documents=len(documents),
         input_tokens=sum(usage_in) if usage_in else None,
         output_tokens=sum(usage_out) if usage_out else None,
@@ -351,10 +362,14 @@ def _map(node: _Node) -> ScorerRunRequest | None:
         return None  # a child whose content cannot be read adds nothing; the run is built from the rest
 
 
+def _invocations(messages: Sequence[AgentMessage]) -> list[ToolInvocation]:
+    return [invocation for message in messages for invocation in message.tool_invocations]
+
+
 def _user_text(run: ScorerRunRequest | None) -> str | None:
-    if run is None or not run.input.input_messages:
-        return None
-    return run.input.input_messages[-1].text or None
+    """A nested agent's request: its last user message (not its last message, which may be a tool's result)."""
+    users = [m for m in run.input.input_messages if m.role == "user" and m.text] if run is not None else []
+    return users[-1].text if users else None
 
 
 def _answer_text(run: ScorerRunRequest | None) -> str | None:
@@ -401,6 +416,7 @@ def trace_runs(
     rejects: list[SpanReject] = []
     skipped = {"internal": 0, "filtered": 0, "sampled_out": 0, "no_content": 0}
     nodes = _tree(spans)
+    skipped["unrecognised"] = sum(node.unrecognised for node in nodes)
     chosen: list[tuple[_Node, Mapping[str, Any]]] = []
     for node in nodes:
         if node.kind != "agent" or "agent" not in selection.kinds:
@@ -413,22 +429,41 @@ def trace_runs(
         else:
             chosen.append((node, admission.attributes))
     own_runs = {node.item.span.span_id for node, _ in chosen}
+    mapped: list[tuple[_Node, SpanView, ScorerRunRequest | None]] = []
     for node, attributes in chosen:
         view = span_view(
             node.item.span, "agent", node.item.service, attributes, node.item.resource, span_attributes, versions
         )
         try:
-            base = map_span(view)
+            mapped.append((node, view, map_span(view)))
         except _MAPPING_ERRORS as exc:
             detail = f"{exc.__class__.__name__}: {exc}"[:300]
             rejects.append(SpanReject(view.trace_id, view.span_id, "unmappable", detail))
-            continue
+            own_runs.discard(node.item.span.span_id)
+    wrappers = {node.item.span.span_id for node, _, base in mapped if base is None and _wraps_one_agent(node, own_runs)}
+    own_runs -= wrappers
+    for node, view, base in mapped:
+        if node.item.span.span_id in wrappers:
+            continue  # a workflow around one agent: the agent's run is the run
         run = _assemble(node, base, own_runs, ready_reason, whole, span_attributes, view.version)
         if run is None:
             skipped["no_content"] += 1
         else:
             runs.append(run)
     return MappingResult(runs=tuple(runs), rejects=tuple(rejects), skipped=SkipCounts(**skipped), spans_seen=len(nodes))
+
+
+def _wraps_one_agent(node: _Node, own_runs: set[bytes]) -> bool:
+    """Whether an agent span (with no content of its own) only wraps another: exactly one agent span that gets its
+    own run below it (not inside that one), and no LLM call outside it (the OpenAI Agents SDK's ``Agent workflow``
+    around the agent it runs)."""
+    agents = 0
+    for child, _ in _subtree(node, own_runs):
+        if child.item.span.span_id in own_runs:
+            agents += 1
+        elif child.kind == "inference":
+            return False
+    return agents == 1
 
 
 def group_by_trace(

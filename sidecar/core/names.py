@@ -43,6 +43,15 @@ OP_CHAT: Final = "chat"
 OP_GENERATE_CONTENT: Final = "generate_content"
 OP_TEXT_COMPLETION: Final = "text_completion"
 INFERENCE_OPERATIONS: Final = frozenset({OP_CHAT, OP_GENERATE_CONTENT, OP_TEXT_COMPLETION})
+# Operations the conventions define that are not runs: a span naming one of these is recognised and not scored.
+OTHER_OPERATIONS: Final = frozenset(
+    {OP_CREATE_AGENT, "execute_tool", "embeddings", "retrieval", "invoke_workflow", "create_workflow"}
+)
+# The instrumentations' OTLP log event that holds one inference call's content (gen_ai.input.messages,
+# gen_ai.output.messages, gen_ai.system_instructions as attributes): openai-v2 with event_only / span_and_event.
+EVENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+# A log record's event name when the SDK writes it as an attribute (before LogRecord.event_name existed).
+LOG_EVENT_NAME: Final = "event.name"
 
 # --- Legacy GenAI ------------------------------------------------------------------------------------
 GEN_AI_PROMPT: Final = "gen_ai.prompt"  # JSON string, or the prefix of gen_ai.prompt.<i>.role|content
@@ -73,11 +82,25 @@ EVENT_ATTR_TOOL_CALLS: Final = "tool_calls"
 EVENT_ATTR_ROLE: Final = "role"
 EVENT_ATTR_ID: Final = "id"
 
+# --- OpenLLMetry (Traceloop) ---------------------------------------------------------------------------------
+LLM_REQUEST_TYPE: Final = "llm.request.type"  # chat | completion | embedding | rerank: before gen_ai.operation.name
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"  # workflow | task | agent | tool | unknown
+TRACELOOP_ENTITY_INPUT: Final = "traceloop.entity.input"
+TRACELOOP_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
+LLM_REQUEST_TYPES_INFERENCE: Final = frozenset({"chat", "completion"})
+LLM_REQUEST_TYPES_OTHER: Final = frozenset({"embedding", "rerank"})
+TRACELOOP_KINDS_AGENT: Final = frozenset({"agent", "workflow"})
+TRACELOOP_KINDS_OTHER: Final = frozenset({"task", "tool"})
+
 # --- OpenInference -------------------------------------------------------------------------------------
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 OI_KIND_AGENT: Final = "AGENT"
 OI_KIND_LLM: Final = "LLM"
 OI_KIND_EVALUATOR: Final = "EVALUATOR"  # what the sidecar's scorer-run spans are
+OI_KINDS_OTHER: Final = frozenset(
+    {"TOOL", "CHAIN", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL", "PROMPT", OI_KIND_EVALUATOR}
+)
 OI_PROJECT_NAME: Final = "openinference.project.name"  # resource: the Phoenix project of a trace
 INPUT_VALUE: Final = "input.value"
 INPUT_MIME_TYPE: Final = "input.mime_type"

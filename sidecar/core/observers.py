@@ -25,10 +25,12 @@ from sidecar.scoring.judge.protocol import ChatRequest
 from sidecar.scoring.types import JudgeCall
 
 __all__ = [
+    "ContentWaitOutcome",
     "IngestSkipReason",
     "JudgePauseReason",
     "JudgeState",
     "LimitName",
+    "LogContentOutcome",
     "Observers",
     "ServiceObserver",
     "SessionTurnOutcome",
@@ -39,8 +41,16 @@ log = logging.getLogger(__name__)
 
 # Candidate runs that never ran: not selected, sampled out, over the size limit, shed at a spend cap.
 SkipOutcome = Literal["filtered", "sampled_out", "shed", "too_large"]
-# Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content.
-IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content"]
+# Spans set aside at ingest, before any scorer: the sidecar's own, filtered, sampled out, without content, and spans
+# that look like LLM or agent spans but that no rule recognises (a convention the sidecar does not read).
+IngestSkipReason = Literal["internal", "filtered", "sampled_out", "no_content", "unrecognised"]
+# What became of the content of an LLM call sent as OTLP log events (kafka.log_topics): laid on its span, let go after
+# join_wait_s without its span (or its span came before and went on), let go at the join's bytes bound, written
+# outside any span (no trace or span id), or of a trace every scorer samples out.
+LogContentOutcome = Literal["joined", "expired", "evicted", "no_span", "sampled_out"]
+# What became of an LLM call span without content of its own that waited for its content from the logs topics: the
+# content holding its answer came, join_wait_s passed first (it goes on as it is), or the join's bytes bound.
+ContentWaitOutcome = Literal["joined", "timed_out", "evicted"]
 # A judge gate's states: calls flow (closed), held after faults (open), one probe call in flight (half_open),
 # held until a re-check passes after an auth, quota or model error (paused).
 JudgeState = Literal["closed", "open", "half_open", "paused"]
@@ -82,6 +92,16 @@ class ServiceObserver:
 
     def consumer_lag(self, topic: str, partition: int, lag: int | None) -> None:
         """Records between the committed offset and the high watermark; ``None``: the partition was revoked."""
+
+    # -- content from the logs topics (kafka.log_topics) ---------------------------------------------------
+    def log_content(self, outcome: LogContentOutcome, n: int = 1) -> None:
+        """``n`` spans' content read from log records met ``outcome``."""
+
+    def content_waits(self, outcome: ContentWaitOutcome, n: int = 1) -> None:
+        """``n`` LLM call spans that waited for their content from the logs topics met ``outcome``."""
+
+    def content_join_held(self, records: int, held_bytes: int) -> None:
+        """Span records waiting for content, and the bytes the join holds (records and content), after a change."""
 
     # -- whole traces (scope: trace) ---------------------------------------------------------------------
     def trace_buffer(self, traces: int, span_bytes: int) -> None:

@@ -11,7 +11,7 @@ from google.protobuf import json_format  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-__all__ = ["Encoding", "TraceDecodeError", "decode_traces"]
+__all__ = ["Encoding", "TraceDecodeError", "decode_traces", "hex_ids_to_base64", "objects"]
 
 Encoding = Literal["otlp_proto", "otlp_json"]
 _HEX_ID = re.compile(r"[0-9a-fA-F]{16}|[0-9a-fA-F]{32}")
@@ -64,20 +64,22 @@ def _decode_json(data: bytes) -> TracesData:
 
 def _ids_to_base64(document: dict[str, Any]) -> None:
     """OTLP/JSON writes trace and span ids as hex; protobuf's JSON mapping expects base64 bytes."""
-    for resource_spans in _objects(document.get("resourceSpans", document.get("resource_spans"))):
-        for scope_spans in _objects(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
-            for span in _objects(scope_spans.get("spans")):
-                _convert_ids(span)
-                for link in _objects(span.get("links")):
-                    _convert_ids(link)
+    for resource_spans in objects(document.get("resourceSpans", document.get("resource_spans"))):
+        for scope_spans in objects(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
+            for span in objects(scope_spans.get("spans")):
+                hex_ids_to_base64(span)
+                for link in objects(span.get("links")):
+                    hex_ids_to_base64(link)
 
 
-def _convert_ids(obj: dict[str, Any]) -> None:
+def hex_ids_to_base64(obj: dict[str, Any]) -> None:
+    """An OTLP/JSON object's trace and span ids, written as hex, in the base64 that protobuf's JSON mapping reads."""
     for key in ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"):
         value = obj.get(key)
         if isinstance(value, str) and _HEX_ID.fullmatch(value):
             obj[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON list (nothing when it is not one)."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

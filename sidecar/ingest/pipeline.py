@@ -33,6 +33,8 @@ class IngestConfig(BaseModel):
     span_attributes: frozenset[str] = frozenset()
     # Where each run's version is read (docs/versions.md); its resource keys belong in resource_attributes.
     versions: VersionAttributes = DEFAULT_VERSIONS
+    # Topics of OTLP logs (the Collector's otlp_logs) whose content events are joined to their spans.
+    log_topics: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ import logging
 from dataclasses import dataclass, field
 
 from sidecar.core.observers import ServiceObserver
+from sidecar.runtime.join_buffer import JoinLimits
 from sidecar.runtime.trace_buffer import TraceBufferLimits
 
-__all__ = ["MAX_RUNS_PER_RECORD", "RuntimeLimits", "TraceBufferLimits", "runs_over_limit"]
+__all__ = ["MAX_RUNS_PER_RECORD", "JoinLimits", "RuntimeLimits", "TraceBufferLimits", "runs_over_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class RuntimeLimits:
     # prefetched records (a fetch round trip to resume), so runs that only need CPU are waited for.
     pause_grace_s: float = 0.2
     trace_buffer: TraceBufferLimits = field(default_factory=TraceBufferLimits)
+    log_join: JoinLimits = field(default_factory=JoinLimits)
 
 
 def runs_over_limit(observer: ServiceObserver, what: str, runs: int, over: int) -> None:

@@ -17,16 +17,15 @@ from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.key_sampling import KeySampler, trace_id_from_key
+from sidecar.ingest.logs import read_logs_record
 from sidecar.ingest.pipeline import IngestConfig, read_record, trace_ids_of
 from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.claims import Claims, RecordClaim
-from sidecar.runtime.stages import Fetched, Stage
+from sidecar.runtime.stages import Fetched, FetchedLogs, Stage, set_aside
 
 __all__ = ["RecordHandler"]
 
 log = logging.getLogger(__name__)
-
-_TOO_LARGE = frozenset({DeadLetterReason.TOO_LARGE.value, DeadLetterReason.RECORD_TOO_LARGE.value})
 
 
 class RecordHandler:
@@ -48,6 +47,10 @@ class RecordHandler:
         self._observer = observer
         self._dead_letters = dead_letters
         self._proto = ingest.encoding == "otlp_proto"
+        self._log_topics = ingest.log_topics
+        # The stages another one feeds (the content join hands on the records it held) are not handed records here.
+        fed = {id(fed) for stage in self._stages for fed in stage.feeds()}
+        self._takers = tuple(stage for stage in self._stages if id(stage) not in fed)
         sampler = KeySampler(stage.key_sample_rate() for stage in self._stages)
         self._sampler = sampler if key_sampling and sampler.useful else None
         # Why: a key of 32 hex characters is the trace id only if the producer made it so (the Collector's
@@ -68,6 +71,9 @@ class RecordHandler:
         if claim is None:
             # A record this assignment already holds (a fetch from before a seek): the first copy counts.
             log.warning("skipping %s/%d@%d: already in flight", tp.topic, tp.partition, offset)
+            return
+        if tp.topic in self._log_topics:
+            await self._handle_logs(tp, record, claim)
             return
         sampler = self._sampler
         key_trace_id = trace_id_from_key(record.key) if sampler is not None else None
@@ -90,36 +96,40 @@ class RecordHandler:
             if traces is not None:
                 if key_trace_id is not None:
                     self._check_key(tp, offset, key_trace_id, trace_ids_of(traces))
-                fetched = Fetched(tp, offset, record.timestamp, traces, value if self._proto else None, claim)
-                for stage in self._stages:
+                whole = value if self._proto else None
+                fetched = Fetched(tp, offset, record.timestamp, traces, whole, claim, origin=_origin(tp, record))
+                for stage in self._takers:
                     stage.take(fetched)
                 letters = fetched.letters
         except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
             log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, offset)
             letters = [DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])]
         if letters:
-            await self._set_aside(tp, record, letters, claim)
+            # Counted once delivered; a revoke while the broker acknowledged them leaves the record to its new owner,
+            # which sets them aside again (its claim was dropped: sealing it below does nothing).
+            await set_aside(self._dead_letters, self._observer, _origin(tp, record), letters)
         claim.seal()
         self._capacity.update()
 
-    async def _set_aside(self, tp: TopicPartition, record: Any, letters: list[DeadLetter], claim: RecordClaim) -> None:
-        origin = RecordOrigin(
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=record.offset,
-            value=record.value or b"",
-            key=record.key,
-            headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
-        )
-        delivered = await self._dead_letters.publish(origin, letters)
-        # Counted once delivered (one per reason; one refused for good is counted as refused); a revoke while the
-        # broker acknowledged them leaves the record to its new owner, which sets them aside again (its claim was
-        # dropped: sealing it below does nothing).
-        for letter in delivered:
-            self._observer.dead_lettered(letter.reason.value)
-        too_large = sum(1 for letter in letters if letter.reason.value in _TOO_LARGE)
-        if too_large:
-            self._observer.runs_skipped("", "unknown", "too_large", too_large)
+    async def _handle_logs(self, tp: TopicPartition, record: Any, claim: RecordClaim) -> None:
+        """A record of the logs topics: read once (size check, decode), handed to every stage (the content join holds
+        the content it brings until its spans come)."""
+        letters: list[DeadLetter]
+        try:
+            read = read_logs_record(record.value, self._ingest)
+            self._observer.record_consumed(tp.topic, 0)
+            letters = [read.letter] if read.letter is not None else []
+            if read.logs is not None:
+                fetched = FetchedLogs(tp, record.offset, read.logs, claim)
+                for stage in self._stages:
+                    stage.take_logs(fetched)
+        except Exception as exc:  # a bug, not bad input: set the record aside, keep the partition moving
+            log.exception("ingest failed on %s/%d@%d", tp.topic, tp.partition, record.offset)
+            letters = [DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])]
+        if letters:
+            await set_aside(self._dead_letters, self._observer, _origin(tp, record), letters)
+        claim.seal()
+        self._capacity.update()
 
     def _check_key(self, tp: TopicPartition, offset: int, key_trace_id: bytes, trace_ids: frozenset[bytes]) -> None:
         """Whether a decoded record's key is the trace id of every span it holds: yes confirms keys as trace ids,
@@ -143,3 +153,14 @@ class RecordHandler:
             len(trace_ids),
             shown,
         )
+
+
+def _origin(tp: TopicPartition, record: Any) -> RecordOrigin:
+    return RecordOrigin(
+        topic=tp.topic,
+        partition=tp.partition,
+        offset=record.offset,
+        value=record.value or b"",
+        key=record.key,
+        headers=tuple((k, bytes(v)) for k, v in record.headers or ()),
+    )

@@ -97,6 +97,10 @@ class KafkaSettings(_Frozen):
 
     bootstrap_servers: tuple[str, ...]  # a list, or one comma-separated string
     topics: tuple[str, ...] = ("otlp_spans",)
+    # Topics of OTLP logs (the Collector's otlp_logs): content that instrumentations write as log events, joined to
+    # its LLM call spans (runtime.log_join). Key both topics by trace id and give them the same partition count: a
+    # call's span and its content are then read by the same consumer (docs/ingest.md).
+    log_topics: tuple[str, ...] = ()
     group_id: str = Field(default="scoring-sidecar", min_length=1)
     client_id: str = Field(default="scoring-sidecar", min_length=1)
     encoding: Encoding = "otlp_proto"
@@ -132,7 +136,7 @@ class KafkaSettings(_Frozen):
             return tuple(s.strip() for s in value.split(",") if s.strip())
         return value
 
-    @field_validator("topics", mode="before")
+    @field_validator("topics", "log_topics", mode="before")
     @classmethod
     def _one_topic(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
@@ -144,7 +148,7 @@ class KafkaSettings(_Frozen):
         problems: list[InitErrorDetails] = []
         if len(set(self.topics)) != len(self.topics):
             problems.append(_problem(("topics",), "topics are listed more than once"))
-        if self.dead_letter_topic in self.topics:
+        if self.dead_letter_topic in self.topics or self.dead_letter_topic in self.log_topics:
             problems.append(_problem(("dead_letter_topic",), "the dead-letter topic must not be an input topic"))
         if self.max_record_bytes > self.max_request_size:
             problems.append(
@@ -155,6 +159,10 @@ class KafkaSettings(_Frozen):
                     "topic's max.message.bytes) or lower max_record_bytes",
                 )
             )
+        if len(set(self.log_topics)) != len(self.log_topics):
+            problems.append(_problem(("log_topics",), "topics are listed more than once"))
+        if set(self.log_topics) & set(self.topics):
+            problems.append(_problem(("log_topics",), "a topic is both a traces topic (topics) and a logs topic"))
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             problems.append(_problem(("heartbeat_interval_ms",), "must be lower than session_timeout_ms"))
         if problems:
@@ -166,8 +174,16 @@ class KafkaSettings(_Frozen):
         return ",".join(self.bootstrap_servers)
 
     def consumer_options(self) -> dict[str, Any]:
-        """aiokafka consumer keyword arguments beyond bootstrap_servers/group_id (secrets included)."""
+        """aiokafka consumer keyword arguments beyond bootstrap_servers/group_id (secrets included). With logs topics,
+        the range assignor: partition i of every topic goes to the same member, so a trace's spans and its content
+        (keyed alike, on topics of as many partitions) meet in one process."""
+        assignor: dict[str, Any] = {}
+        if self.log_topics:
+            from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+            assignor = {"partition_assignment_strategy": (RangePartitionAssignor,)}
         return {
+            **assignor,
             "client_id": self.client_id,
             "auto_offset_reset": self.auto_offset_reset,
             "fetch_max_wait_ms": self.fetch_max_wait_ms,
@@ -198,4 +214,5 @@ class KafkaSettings(_Frozen):
             resource_attributes=frozenset(resource_attributes) | versions.resource_keys,
             span_attributes=frozenset(span_attributes),
             versions=versions,
+            log_topics=frozenset(self.log_topics),
         )

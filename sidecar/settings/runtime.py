@@ -8,15 +8,16 @@ from pydantic import (
     model_validator,
 )
 
-from sidecar.runtime.limits import RuntimeLimits, TraceBufferLimits
+from sidecar.runtime.limits import JoinLimits, RuntimeLimits, TraceBufferLimits
 from sidecar.settings.base import _Frozen
 from sidecar.settings.errors import _problem
 
-__all__ = ["RuntimeSettings", "TraceBufferSettings"]
+__all__ = ["LogJoinSettings", "RuntimeSettings", "TraceBufferSettings"]
 
 # The engine declares its defaults (sidecar.runtime.limits); the settings only add the bounds a value must keep.
 _RUNTIME = RuntimeLimits()
 _TRACES = TraceBufferLimits()
+_JOIN = JoinLimits()
 
 
 class TraceBufferSettings(_Frozen):
@@ -39,6 +40,17 @@ class TraceBufferSettings(_Frozen):
                 type(self).__name__, [_problem(("max_wait_s",), "must be at least idle_s")]
             )
         return self
+
+
+class LogJoinSettings(_Frozen):
+    """How long an LLM call's span and its content from the logs topics (``kafka.log_topics``) wait for each other,
+    and how much of both may be held (docs/ingest.md)."""
+
+    # A span without content of its own waits this long for it (then it is scored as it came), and content as long
+    # for its span. Its partition's commits wait behind it: keep it seconds, not minutes.
+    join_wait_s: float = Field(default=_JOIN.join_wait_s, gt=0, le=600)
+    # Span records waiting and content held; past it the oldest goes on (or, content, is let go), counted.
+    max_bytes: int = Field(default=_JOIN.max_bytes, gt=0)
 
 
 class RuntimeSettings(_Frozen):
@@ -64,6 +76,7 @@ class RuntimeSettings(_Frozen):
     # often, when something happened: how a configuration that scores nothing shows why. 0: never.
     intake_log_interval_s: float = Field(default=60.0, ge=0)
     trace_buffer: TraceBufferSettings = TraceBufferSettings()
+    log_join: LogJoinSettings = LogJoinSettings()
 
     def limits(self, *, max_poll_records: int, startup_timeout_s: float) -> RuntimeLimits:
         """The engine's limits from this block (and the two the ``kafka`` block sets)."""
@@ -85,4 +98,5 @@ class RuntimeSettings(_Frozen):
                 max_bytes=traces.max_bytes,
                 max_trace_bytes=traces.max_trace_bytes,
             ),
+            log_join=JoinLimits(join_wait_s=self.log_join.join_wait_s, max_bytes=self.log_join.max_bytes),
         )

@@ -27,10 +27,10 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecar.testing.completions import chat_completion
+from sidecar.testing.completions import ToolCallReply, chat_completion
 from sidecar.testing.fixed_judge_server import FixedJudgeServer, chat_completion_body
 
-__all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder", "format_refusal"]
+__all__ = ["JudgeServer", "RecordedRequest", "Reply", "Responder", "ToolCallReply", "format_refusal"]
 
 _ids = itertools.count(1)
 
@@ -47,6 +47,14 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None  # raw body: replaces the generated one (malformed answers, odd errors)
     finish_reason: str | None = "stop"
+    # Tool calls the model asks for (finish_reason ``tool_calls``): a scripted agent's turn, for the tests that run a
+    # real instrumented client against this server.
+    tool_calls: tuple[ToolCallReply, ...] = ()
+
+    @classmethod
+    def calling(cls, *calls: ToolCallReply, **kwargs: Any) -> Reply:
+        """The model asks for ``calls`` and says nothing else."""
+        return cls(content=None, tool_calls=calls, finish_reason="tool_calls", **kwargs)
 
     @classmethod
     def json(cls, value: Any, **kwargs: Any) -> Reply:
@@ -166,6 +174,7 @@ class JudgeServer:
             completion_id=f"chatcmpl-{next(_ids)}",
             model=body.get("model", "judge"),
             finish_reason=reply.finish_reason,
+            tool_calls=reply.tool_calls,
         )
         return web.Response(
             body=json.dumps(payload).encode(),

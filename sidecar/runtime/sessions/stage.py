@@ -30,6 +30,7 @@ from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
+from sidecar.runtime.pacing import ticks
 from sidecar.runtime.sessions.limits import SessionLimits
 from sidecar.runtime.sessions.topic import TurnTopic, marker_key, marker_value, parse_key, parse_marker
 from sidecar.runtime.sessions.turns import conversation_runs
@@ -230,12 +231,7 @@ class Stage2:
     # -- the ticker ----------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Close, evict, start runs and write tombstones at a steady pace (closing is a matter of time)."""
-        tick = min(_TICK_S, self.limits.idle_s / 4)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), tick)
-            if stop.is_set():
-                break
+        async for _ in ticks(stop, min(_TICK_S, self.limits.idle_s / 4)):
             try:
                 await self.tick()
             except Exception:  # a bug: what was taken out is rebuilt by the next restore

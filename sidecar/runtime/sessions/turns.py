@@ -90,7 +90,7 @@ class Turns:
         return kept
 
     def _admitted(self, agent: TraceSpan) -> tuple[str, ...]:
-        _, own = classify(agent.span.attributes)
+        own = classify(agent.span.attributes).internal
         return tuple(
             scorer_id
             for scorer_id, selection, _ in self._targets

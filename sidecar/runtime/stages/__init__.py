@@ -8,7 +8,8 @@ writes under ``targets.scope`` to what the engine does with it.
 - :func:`build_stages`: the live stages of a service, built by the composition root and handed to the service.
 
 A new stage (later: human feedback joined to scores) is a module here with its :class:`~.base.Stage`, its
-:class:`~.base.Assembly` and its facts, and a line in :data:`STAGES`.
+:class:`~.base.Assembly` and its facts, and a line in :data:`STAGES`. The content join (``content``) is a stage that
+scores no scope: it stands in front of the span and trace stages when logs topics are configured, and feeds them.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from sidecar.runtime.sessions import SessionLimits, TurnPublishing, TurnTopic
 from sidecar.runtime.stages.base import (
     Assembly,
     Fetched,
+    FetchedLogs,
     OfflineRecord,
     OfflineRun,
     Stage,
     StageContext,
     StageFacts,
     StageRun,
+    set_aside,
 )
+from sidecar.runtime.stages.content import ContentJoinStage
 from sidecar.runtime.stages.session import SessionAssembly, SessionStage
 from sidecar.runtime.stages.span import SpanAssembly, SpanStage
 from sidecar.runtime.stages.trace import TraceAssembly, TraceFollower, TraceStage
@@ -40,6 +44,7 @@ __all__ = [
     "STAGES",
     "Assembly",
     "Fetched",
+    "FetchedLogs",
     "OfflineRecord",
     "OfflineRecords",
     "OfflineRun",
@@ -51,6 +56,7 @@ __all__ = [
     "facts_of",
     "offline_records",
     "offline_runs",
+    "set_aside",
 ]
 
 STAGES: dict[Scope, type[Stage]] = {"span": SpanStage, "trace": TraceStage, "session": SessionStage}
@@ -166,6 +172,16 @@ def build_stages(
             max_runs=engine.limits.max_runs_per_record,
         )
         stages.append(traces)
+    if ingest.log_topics and stages:
+        # LLM calls whose content comes as log events: the span and trace stages read their records once it came.
+        join = ContentJoinStage(
+            stages,
+            engine.limits.log_join,
+            dispatcher=dispatcher,
+            observer=observer,
+            dead_letters=dead_letters,
+        )
+        stages = [join, *stages]
     if turns is not None:
         assert traces is not None and sessions is not None and turn_topic is not None
         stages.append(

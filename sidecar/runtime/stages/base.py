@@ -23,11 +23,14 @@ from typing import Any, ClassVar, Literal
 
 from aiokafka import TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 
 from sidecar.core import Flushable
+from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import Scope, ScorerRunRequest
-from sidecar.ingest.deadletter import DeadLetter
-from sidecar.runtime.claims import RecordClaim
+from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
+from sidecar.ingest.kafka import DeadLetterPublisher
+from sidecar.runtime.claims import Claim, RecordClaim
 from sidecar.runtime.clients import ClientOptions
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stopping import StopReport
@@ -35,12 +38,14 @@ from sidecar.runtime.stopping import StopReport
 __all__ = [
     "Assembly",
     "Fetched",
+    "FetchedLogs",
     "OfflineRecord",
     "OfflineRun",
     "Stage",
     "StageContext",
     "StageFacts",
     "StageRun",
+    "set_aside",
 ]
 
 StageRun = tuple[ConfiguredScorer, ScorerRunRequest]
@@ -49,17 +54,32 @@ StageRun = tuple[ConfiguredScorer, ScorerRunRequest]
 @dataclass(slots=True)
 class Fetched:
     """One record of the traces topic, read once (size checked, decoded) and handed to every stage. ``claim`` holds
-    the record back from its commit: a stage takes a part of it for each piece of work it starts. ``letters``: what
-    cannot be scored, set aside by the record handler once every stage has looked (one per span and reason)."""
+    the record back from its commit: a stage takes a part of it for each piece of work it starts (a record the content
+    join held is handed on under a claim of its own, which holds the record's). ``letters``: what cannot be scored,
+    set aside by the record handler once every stage has looked (one per span and reason; by the content join for a
+    record it handed on later)."""
 
     partition: TopicPartition
     offset: int
     timestamp_ms: int | None
     traces: ExportTraceServiceRequest
-    # The record's bytes when it is OTLP protobuf (a trace alone in it is buffered as it came), else None.
+    # The record's bytes when it is OTLP protobuf (a trace alone in it is buffered as it came), else None (also once
+    # content from the logs topics was laid on its spans).
     whole: bytes | None
-    claim: RecordClaim
+    claim: Claim
     letters: list[DeadLetter] = field(default_factory=list)
+    origin: RecordOrigin | None = None  # what a dead letter of it carries
+
+
+@dataclass(slots=True)
+class FetchedLogs:
+    """One record of the logs topics (``kafka.log_topics``), read once and handed to every stage (only the content
+    join reads them)."""
+
+    partition: TopicPartition
+    offset: int
+    logs: LogsData
+    claim: RecordClaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +152,24 @@ class Stage(ABC):
     def __init__(self, scorers: Sequence[ConfiguredScorer]) -> None:
         self.scorers = tuple(scorers)
 
+    @property
+    def name(self) -> str:
+        """For log lines and task names: the scope it scores."""
+        return f"{self.facts.scope} stage"
+
     # -- records -------------------------------------------------------------------------------------------
     @abstractmethod
     def take(self, record: Fetched) -> None:
         """Start what ``record`` brings to this stage; every piece of work takes a part of ``record.claim``. No
         await: the record handler seals the claim once every stage has taken its parts."""
+
+    def take_logs(self, record: FetchedLogs) -> None:  # noqa: B027 (a hook: only the content join reads logs)
+        """A record of the logs topics; whatever the stage holds of it takes a part of ``record.claim``."""
+
+    def feeds(self) -> Sequence[Stage]:
+        """The stages this one hands the records of the traces topic to (the content join, once their content
+        arrived): the record handler hands them to this stage only."""
+        return ()
 
     def key_sample_rate(self) -> float:
         """The highest rate at which this stage samples a trace by its id: a record whose key names a trace sampled
@@ -185,3 +218,20 @@ class Stage(ABC):
     def flushables(self) -> Sequence[Flushable]:
         """What the stage writes that the checkpoint must flush before it commits (a topic of its own)."""
         return ()
+
+
+async def set_aside(
+    dead_letters: DeadLetterPublisher, observer: ServiceObserver, origin: RecordOrigin, letters: Sequence[DeadLetter]
+) -> None:
+    """Publish a record's dead letters (it raises when the broker does not take them) and count the ones delivered
+    (one per reason; one refused for good is counted as refused); the spans too large to score count as skipped runs
+    too."""
+    delivered = await dead_letters.publish(origin, list(letters))
+    for letter in delivered:
+        observer.dead_lettered(letter.reason.value)
+    too_large = sum(1 for letter in letters if letter.reason.value in _TOO_LARGE)
+    if too_large:
+        observer.runs_skipped("", "unknown", "too_large", too_large)
+
+
+_TOO_LARGE = frozenset({DeadLetterReason.TOO_LARGE.value, DeadLetterReason.RECORD_TOO_LARGE.value})

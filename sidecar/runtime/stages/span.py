@@ -25,7 +25,7 @@ from sidecar.runtime.stages.base import Assembly, Fetched, OfflineRecord, Offlin
 
 __all__ = ["SpanAssembly", "SpanRuns", "SpanStage"]
 
-_INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content")
+_INGEST_SKIPS: tuple[IngestSkipReason, ...] = ("internal", "filtered", "sampled_out", "no_content", "unrecognised")
 
 
 @dataclass(slots=True)

@@ -39,7 +39,7 @@ from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
 from sidecar.runtime.limits import MAX_RUNS_PER_RECORD, runs_over_limit
-from sidecar.runtime.pacing import INGEST_SLICE_S
+from sidecar.runtime.pacing import INGEST_SLICE_S, ticks
 from sidecar.runtime.stages.base import Assembly, Fetched, OfflineRecord, OfflineRun, Stage, StageFacts, StageRun
 from sidecar.runtime.trace_buffer import BufferedTrace, TraceBuffer, TraceBufferLimits
 
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 # How often the buffer is asked for ready traces (at most; a quarter of idle_s when shorter): the delay it
 # adds to a trace's score, against a pass over the quiet traces per tick.
 _TICK_S = 0.1
-_DEAD_LETTER_RETRY_S = 5.0
 # A full, stuck buffer logs its warning at most this often (it may evict a trace every tick).
 _EVICTION_WARNING_EVERY_S = 60.0
 
@@ -81,6 +80,7 @@ class TraceWork:
     skipped: list[tuple[ConfiguredScorer, MappingResult]] = field(default_factory=list)
     internal: int = 0
     no_content: int = 0
+    unrecognised: int = 0
 
 
 class TraceAssembly(Assembly):
@@ -122,6 +122,7 @@ class TraceAssembly(Assembly):
                     rejects.setdefault((reject.span_id, reject.reason), reject)
                 work.internal = max(work.internal, result.skipped.internal)
                 work.no_content = max(work.no_content, result.skipped.no_content)
+                work.unrecognised = max(work.unrecognised, result.skipped.unrecognised)
             return result
 
         for configured in self.scorers:
@@ -248,7 +249,7 @@ class TraceStage(Stage):
         # A trace that no trace-scope scorer samples in is never buffered, so never assembled: its agent spans
         # are counted here as span scope counts them (sampled out, or filtered by service before that).
         for item in spans:
-            kind, internal = classify(item.span.attributes)
+            kind, internal, _ = classify(item.span.attributes)
             if kind is None or internal:
                 continue
             for configured in self.scorers:
@@ -266,13 +267,8 @@ class TraceStage(Stage):
         """Start the runs of the traces that are ready, at a steady pace (a trace's readiness is a matter of
         time passing, not of records arriving)."""
         buffer = self.buffer
-        tick = min(_TICK_S, buffer.idle_s / 4)
         stuck_since: float | None = None
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), tick)
-            if stop.is_set():
-                break
+        async for _ in ticks(stop, min(_TICK_S, buffer.idle_s / 4)):
             try:
                 # Ready traces start while runs may: the others wait in the buffer (still bounded), not as tasks.
                 room = self._max_in_flight_runs - self._dispatcher.in_flight
@@ -400,6 +396,8 @@ class TraceStage(Stage):
             observer.spans_skipped("internal", work.internal)
         if work.no_content:
             observer.spans_skipped("no_content", work.no_content)
+        if work.unrecognised:
+            observer.spans_skipped("unrecognised", work.unrecognised)
 
     async def _set_aside(
         self, trace: BufferedTrace[TopicPartition], spans: list[TraceSpan], rejects: list[SpanReject]
@@ -420,22 +418,9 @@ class TraceStage(Stage):
             value = spans_request((item.span, item.service) for item in items) if items else b""
             offset = items[0].offset if items else -1
             origin = RecordOrigin(topic=tp.topic, partition=tp.partition, offset=offset, value=value, key=None)
-            # Until delivered, the trace's records stay uncommitted: retried, not given up.
-            while True:
-                try:
-                    delivered = await self._dead_letters.publish(origin, [letter], encoding="otlp_proto")
-                    break
-                except Exception as exc:
-                    log.warning(
-                        "dead letter for span %s (%s) not delivered to %s: %s; its trace's records stay "
-                        "uncommitted, retrying in %ss",
-                        first.span_id,
-                        letter.reason.value,
-                        self._dead_letters.topic,
-                        exc,
-                        _DEAD_LETTER_RETRY_S,
-                    )
-                    await asyncio.sleep(_DEAD_LETTER_RETRY_S)
+            # Until delivered, the trace's records stay uncommitted (the publisher retries while the broker cannot
+            # be reached).
+            delivered = await self._dead_letters.publish(origin, [letter], encoding="otlp_proto")
             for sent in delivered:
                 self._observer.dead_lettered(sent.reason.value)
 
