@@ -420,8 +420,8 @@ async def test_runtime_metrics_and_dead_letters() -> None:
     observer.consumer_lag("otlp_spans", 99, None)  # unknown: no error
     observer.record_consumed("otlp_spans", 9)
     observer.spans_skipped("internal", 1)
-    observer.runs_skipped("", "unknown", "filtered", 2)
-    observer.runs_skipped("", "unknown", "sampled_out", 3)
+    observer.runs_skipped("", "not_read", "filtered", 2)
+    observer.runs_skipped("", "not_read", "sampled_out", 3)
     observer.record_consumed("otlp_spans", 0)
     observer.runs_skipped("verdict", "travel-agent", "too_large", 1)
     observer.runs_skipped("verdict", "travel-agent", "too_large", 0)  # nothing to count: no series
@@ -431,7 +431,7 @@ async def test_runtime_metrics_and_dead_letters() -> None:
     metrics.register_judge(judge)
     observer.judge_state_changed(judge.litellm_model, "open")
     observer.judge_spend(judge.litellm_model, 4.5, 5.0)
-    observer.runs_skipped("verdict", "unknown", "shed", 3, judge=judge.litellm_model)
+    observer.runs_skipped("verdict", "unnamed", "shed", 3, judge=judge.litellm_model)
     async with MetricsServer(metrics.registry, host="127.0.0.1", port=0) as server:
         _, _, text = await scrape(server)
     samples = samples_of(parse_text(text))

@@ -235,7 +235,7 @@ def test_the_intake_line_says_why_nothing_was_scored() -> None:
     for _ in range(3):
         tally.record_consumed("spans", 4)
     tally.spans_skipped("filtered", 12)
-    tally.runs_skipped("prompt-alignment", "unknown", "filtered", 12)
+    tally.runs_skipped("prompt-alignment", "not_read", "filtered", 12)
     tally.dead_lettered("decode_error")
     line = tally.take(60)
     assert line is not None and line.startswith(

@@ -16,7 +16,7 @@ from exporters.prometheus import SidecarMetrics
 from sidecar.core.label_values import MAX_LABEL_CHARS
 from sidecar.core.observers import LimitName, ServiceObserver
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
-from sidecar.runtime.agent_labels import OTHER, UNKNOWN, AgentLabels
+from sidecar.runtime.agent_labels import OTHER, UNNAMED, AgentLabels
 from sidecar.runtime.claims import Claim
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.dispatch import RunDispatcher
@@ -28,9 +28,21 @@ def test_first_agents_keep_their_names_then_other_and_one_warning(caplog: pytest
     labels = AgentLabels(limit=2, pinned=["billing-bot"])
     with caplog.at_level(logging.WARNING):
         seen = [labels.label(a) for a in ["a", "b", "c", "billing-bot", "a", "d", None, ""]]
-    assert seen == ["a", "b", OTHER, "billing-bot", "a", OTHER, UNKNOWN, UNKNOWN]
+    assert seen == ["a", "b", OTHER, "billing-bot", "a", OTHER, UNNAMED, UNNAMED]
     warnings = [r for r in caplog.records if "runtime.max_agent_labels" in r.getMessage()]
     assert len(warnings) == 1 and "'c'" in warnings[0].getMessage()
+
+
+def test_runs_naming_no_agent_are_labelled_unnamed_and_said_once_with_their_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    labels = AgentLabels(limit=5)
+    with caplog.at_level(logging.INFO, logger="sidecar.runtime.agent_labels"):
+        seen = [labels.label(None, "checkout-api"), labels.label("", "search-api"), labels.label(None)]
+    assert seen == [UNNAMED, UNNAMED, UNNAMED]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1
+    assert "'checkout-api'" in said[0] and "gen_ai.agent.name" in said[0] and "agent='unnamed'" in said[0]
 
 
 @given(st.lists(st.text(max_size=8) | st.none(), max_size=200), st.integers(0, 10))
@@ -39,7 +51,7 @@ def test_never_more_distinct_labels_than_the_limit_plus_pinned_other_and_unknown
 ) -> None:
     labels = AgentLabels(limit=limit, pinned=["pinned"])
     produced = {labels.label(agent) for agent in agents}
-    assert len(produced - {OTHER, UNKNOWN, "pinned"}) <= limit
+    assert len(produced - {OTHER, UNNAMED, "pinned"}) <= limit
     # Stable: an agent keeps its label once given.
     assert all(labels.label(agent) == labels.label(agent) for agent in agents)
 

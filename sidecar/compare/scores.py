@@ -23,6 +23,7 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from sidecar.backfill.plan import WindowPlan
+from sidecar.core.label_values import AGENT_UNNAMED
 from sidecar.runtime.startup import EXIT_UNREACHABLE, StartupFailure
 
 __all__ = ["WRITE_SLACK_MS", "ScoreRow", "ScoresRead", "parse_score_record", "read_scores"]
@@ -31,7 +32,6 @@ __all__ = ["WRITE_SLACK_MS", "ScoreRow", "ScoresRead", "parse_score_record", "re
 WRITE_SLACK_MS: Final = 60_000
 # No record for this long from partitions not read to their end: the broker stopped answering.
 _STALLED_S: Final = 30.0
-_UNKNOWN_AGENT: Final = "unknown"  # the agent label of a run without an agent name (runtime.agent_labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def parse_score_record(value: bytes | None, *, partition: int = 0, offset: int =
             score_id=str(body["scoreId"]),
             time_ms=_unix_ms(str(body["timestamp"])),
             scorer=sys.intern(str(body["scorerId"])),
-            agent=sys.intern(str(metadata.get("agentName") or _UNKNOWN_AGENT)),
+            agent=sys.intern(str(metadata.get("agentName") or AGENT_UNNAMED)),
             version=sys.intern(str(version)) if version else None,
             score=float(score),
             source=sys.intern(str(body.get("scoreSource", "live"))),

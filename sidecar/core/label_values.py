@@ -11,9 +11,14 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-__all__ = ["MAX_LABEL_CHARS", "bounded_label"]
+__all__ = ["AGENT_NOT_READ", "AGENT_UNNAMED", "MAX_LABEL_CHARS", "bounded_label"]
 
 MAX_LABEL_CHARS: Final = 80
+# The ``agent`` label when there is no agent name to show, each saying why: the run's spans name no agent
+# (no gen_ai.agent.name, agent.name, ...; an LLM call outside any named agent), or runs counted before their spans
+# were read (skipped by a scorer's filter or sampling, or too large to read).
+AGENT_UNNAMED: Final = "unnamed"
+AGENT_NOT_READ: Final = "not_read"
 _HASH_CHARS: Final = 12
 
 

@@ -4,9 +4,9 @@ Agent names come from traced attributes, so their number is not bounded by confi
 multi-tenant platform, or an instrumentation that puts a request id in ``gen_ai.agent.name``, would create
 a time series per value (Prometheus' naming guide: never use unbounded values as labels). The first
 ``limit`` distinct names seen keep their own label; later ones are labelled ``other`` (and logged once, so
-an operator can pin them). ``pinned`` names always get their own label, whatever arrives first. Spans
-without an agent name are labelled ``unknown``. The choice is per process: pin the agents that matter so
-every replica labels them alike.
+an operator can pin them). ``pinned`` names always get their own label, whatever arrives first. Runs whose
+spans name no agent are labelled ``unnamed`` (and logged once, naming their service and what to set). The choice
+is per process: pin the agents that matter so every replica labels them alike.
 
 Names are bounded in length too (``sidecar.core.label_values``): a name over ``MAX_LABEL_CHARS`` is labelled by
 its start and a hash. Only labels are remembered, never the names behind them, and no more than ``limit`` of
@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from sidecar.core.label_values import MAX_LABEL_CHARS, bounded_label
+from sidecar.core.label_values import AGENT_UNNAMED, MAX_LABEL_CHARS, bounded_label
 from sidecar.core.observers import ServiceObserver
 
-__all__ = ["OTHER", "UNKNOWN", "AgentLabels"]
+__all__ = ["OTHER", "UNNAMED", "AgentLabels"]
 
 log = logging.getLogger(__name__)
 
 OTHER = "other"
-UNKNOWN = "unknown"
+UNNAMED = AGENT_UNNAMED
 
 
 class AgentLabels:
@@ -47,10 +47,21 @@ class AgentLabels:
         self._free = limit
         self._warned = False
         self._warned_long = False
+        self._warned_unnamed = False
 
-    def label(self, agent: str | None) -> str:
+    def label(self, agent: str | None, service: str | None = None) -> str:
+        """The label of a run of ``agent`` (its service says where an unnamed one comes from)."""
         if not agent:
-            return UNKNOWN
+            if not self._warned_unnamed:
+                self._warned_unnamed = True
+                log.info(
+                    "runs of service %r (and maybe others) name no agent: labelled agent=%r in the metrics; set "
+                    "gen_ai.agent.name (or your convention's agent name attribute) on the agent's spans to tell "
+                    "them apart",
+                    service or "unknown_service",
+                    UNNAMED,
+                )
+            return UNNAMED
         if len(agent) > self._max_chars:
             agent = self._shortened(agent)
         if agent in self._labels:

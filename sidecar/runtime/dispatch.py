@@ -64,7 +64,7 @@ class RunDispatcher:
 
     async def _score(self, configured: ConfiguredScorer, request: ScorerRunRequest, claim: Claim) -> None:
         scorer = configured.scorer
-        agent = self._agent_labels.label(request.target.agent_name)
+        agent = self._agent_labels.label(request.target.agent_name, request.target.service_name)
         try:
             attempt = await attempt_scorer(scorer, request, timeout_s=self._run_timeout_s)
             shed_reason = attempt.shed_reason

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from sidecar.conventions.session_turns import TurnSummary, turn_key
+from sidecar.core.label_values import AGENT_NOT_READ
 from sidecar.core.observers import ServiceObserver
 from sidecar.runtime.capacity import Capacity
 from sidecar.runtime.claims import Claim
@@ -321,7 +322,7 @@ class Stage2:
         self._observer.session_closed(window.reason, len(turns))
         found = conversation_runs(self._scorers, conversation, turns, window.reason)
         for scorer_id in found.sampled_out:
-            self._observer.runs_skipped(scorer_id, "unknown", "sampled_out", 1)
+            self._observer.runs_skipped(scorer_id, AGENT_NOT_READ, "sampled_out", 1)
         runs = found.runs
         done = _Done(conversation, tuple(ordered))
         if not runs:

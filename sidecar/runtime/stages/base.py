@@ -26,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 
 from sidecar.core import Flushable
+from sidecar.core.label_values import AGENT_NOT_READ
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import Scope, ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin
@@ -231,7 +232,7 @@ async def set_aside(
         observer.dead_lettered(letter.reason.value)
     too_large = sum(1 for letter in letters if letter.reason.value in _TOO_LARGE)
     if too_large:
-        observer.runs_skipped("", "unknown", "too_large", too_large)
+        observer.runs_skipped("", AGENT_NOT_READ, "too_large", too_large)
 
 
 _TOO_LARGE = frozenset({DeadLetterReason.TOO_LARGE.value, DeadLetterReason.RECORD_TOO_LARGE.value})

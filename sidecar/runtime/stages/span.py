@@ -16,6 +16,7 @@ from sidecar.conventions.run_limit import limit_runs
 from sidecar.conventions.selection import Selection
 from sidecar.conventions.spans import SkipCounts, spans_to_runs
 from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
+from sidecar.core.label_values import AGENT_NOT_READ
 from sidecar.core.observers import IngestSkipReason, ServiceObserver
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason
 from sidecar.runtime.configured import ConfiguredScorer
@@ -124,9 +125,9 @@ class SpanStage(Stage):
         observer = self._observer
         for configured, counts in found.skipped:
             if counts.filtered:
-                observer.runs_skipped(configured.scorer.id, "unknown", "filtered", counts.filtered)
+                observer.runs_skipped(configured.scorer.id, AGENT_NOT_READ, "filtered", counts.filtered)
             if counts.sampled_out:
-                observer.runs_skipped(configured.scorer.id, "unknown", "sampled_out", counts.sampled_out)
+                observer.runs_skipped(configured.scorer.id, AGENT_NOT_READ, "sampled_out", counts.sampled_out)
         for reason, n in found.ingest_skips().items():
             observer.spans_skipped(reason, n)
         runs, over = limit_runs(found.runs, self._max_runs)

@@ -30,6 +30,7 @@ from sidecar.conventions.selection import Selection, classify, sampled_in
 from sidecar.conventions.spans import MappingResult, SpanReject, admit
 from sidecar.conventions.trace_runs import TraceSpan, group_by_trace, trace_runs
 from sidecar.conventions.versions import DEFAULT_VERSIONS, VersionAttributes
+from sidecar.core.label_values import AGENT_NOT_READ
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ReadyReason, ScorerRunRequest
 from sidecar.ingest.deadletter import DeadLetter, DeadLetterReason, RecordOrigin, spans_request
@@ -257,7 +258,7 @@ class TraceStage(Stage):
                     continue
                 verdict = admit(item.span, own_span=False, service=item.service, selection=configured.selection).verdict
                 if verdict == "sampled_out" or verdict == "filtered":
-                    self._observer.runs_skipped(configured.scorer.id, "unknown", verdict, 1)
+                    self._observer.runs_skipped(configured.scorer.id, AGENT_NOT_READ, verdict, 1)
 
     # -- ready traces --------------------------------------------------------------------------------------
     def background(self, stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
@@ -389,9 +390,9 @@ class TraceStage(Stage):
         for configured, result in work.skipped:
             scorer_id = configured.scorer.id
             if result.skipped.filtered:
-                observer.runs_skipped(scorer_id, "unknown", "filtered", result.skipped.filtered)
+                observer.runs_skipped(scorer_id, AGENT_NOT_READ, "filtered", result.skipped.filtered)
             if result.skipped.sampled_out:
-                observer.runs_skipped(scorer_id, "unknown", "sampled_out", result.skipped.sampled_out)
+                observer.runs_skipped(scorer_id, AGENT_NOT_READ, "sampled_out", result.skipped.sampled_out)
         if work.internal:
             observer.spans_skipped("internal", work.internal)
         if work.no_content:
