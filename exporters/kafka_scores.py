@@ -329,8 +329,10 @@ class KafkaScoreSink:
 
 
 class KafkaScoresExporterSettings(FrozenConfig):
-    enabled: bool = True
-    topic: str = Field(default=DEFAULT_TOPIC, min_length=1)
+    """Score records (JSON, keyed by trace id) on a Kafka topic of the same brokers."""
+
+    enabled: bool = True  # false: no score records (the score dead-letter topic still takes what others refuse)
+    topic: str = Field(default=DEFAULT_TOPIC, min_length=1)  # the score topic
     # Unacknowledged records the sink holds before runs wait for it (then the consumer pauses).
     max_pending_records: int = Field(default=10_000, ge=1)
     # Where every exporter sets aside what its destination refuses for good (exporters.dead_letters), whether

@@ -19,3 +19,10 @@ def test_every_block_of_the_settings_has_its_section() -> None:
     page = reference_markdown()
     for name in Settings.model_fields:
         assert f"\n## `{name}`\n" in page, name
+
+
+def test_every_key_says_what_it_does() -> None:
+    rows = [line for line in reference_markdown().splitlines() if line.startswith("| `")]
+    assert len(rows) > 150
+    silent = [row.split("|")[1].strip() for row in rows if row.rstrip().endswith("|  |")]  # an empty last cell
+    assert silent == [], "comment these fields in their settings model (or give them a description)"

@@ -25,8 +25,8 @@ _SITE = re.compile(r"^[a-z0-9.-]+\.[a-z]{2,}$")
 class DatadogThreshold(FrozenConfig):
     """What passes for one scorer, in its own score units (inclusive; either side may be open)."""
 
-    min: float | None = None
-    max: float | None = None
+    min: float | None = None  # the lowest passing score; unset: no lower bound
+    max: float | None = None  # the highest passing score; unset: no upper bound
 
     @model_validator(mode="after")
     def _one_side(self) -> DatadogThreshold:
@@ -40,7 +40,7 @@ class DatadogThreshold(FrozenConfig):
 class DatadogExporterSettings(FrozenConfig):
     """Scores as Datadog LLM Observability evaluations (the evaluation-metric intake). Off unless enabled."""
 
-    enabled: bool = False
+    enabled: bool = False  # Datadog has no base URL to switch it on by: on only when true
     site: str = "datadoghq.com"  # the organization's site: datadoghq.com, us3.datadoghq.com, datadoghq.eu...
     base_url: str | None = None  # overrides https://api.<site> (a proxy)
     api_key: SecretStr | None = None  # unset: the DD_API_KEY environment variable

@@ -47,7 +47,7 @@ class MlflowExporterSettings(FrozenConfig):
     # The experiment the agents' traces go to (found, or created by name, at start; logged with its id): one of
     # them; unset: MLFLOW_EXPERIMENT_ID or MLFLOW_EXPERIMENT_NAME, else none is looked up.
     experiment_id: str | None = None
-    experiment_name: str | None = None
+    experiment_name: str | None = None  # the same experiment by name (one of experiment_id, experiment_name)
     token: SecretStr | None = None  # unset: MLFLOW_TRACKING_TOKEN (Bearer)
     username: str | None = None  # unset: MLFLOW_TRACKING_USERNAME (Basic, with the password)
     password: SecretStr | None = None  # unset: MLFLOW_TRACKING_PASSWORD

@@ -34,13 +34,15 @@ class OtlpExporterSettings(FrozenConfig):
 
     enabled: bool | None = None  # None: enabled iff endpoint is set
     endpoint: str | None = None  # grpc: http(s)://host:4317; http/protobuf: http(s)://host:4318
-    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"  # the receiver's OTLP transport
     headers: dict[str, SecretStr] = Field(default_factory=dict)  # e.g. authorization: "Bearer ${OTLP_TOKEN}"
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0)  # one export request
     # The gen_ai.evaluation.result event: a span event on the scorer-run span (span: every trace backend shows
     # it), a log record correlated with the scored span (log: /v1/logs, as OpenTelemetry now emits events), or
     # both. A receiver that answers it has no logs signal turns the log records off by itself (docs/otlp-backends.md).
     events: EventForm = "span"
+    # Resource attributes copied from the scored span's resource onto the run's spans, so that backends that
+    # file traces by resource (Phoenix's project, the environment) show the score with its trace.
     resource_attributes: tuple[str, ...] = DEFAULT_COPIED_RESOURCE_ATTRIBUTES
 
     _unset = field_validator("endpoint", mode="before")(empty_is_unset)

@@ -66,8 +66,8 @@ class _Frozen(BaseModel):
 class NameFilter(_Frozen):
     """Glob patterns (``fnmatch``, case-sensitive). Empty ``include`` means everything is included."""
 
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()  # globs a name must match one of; empty: every name
+    exclude: tuple[str, ...] = ()  # globs a name must match none of
 
     def allows(self, name: str | None) -> bool:
         if self.include and (name is None or not any(fnmatchcase(name, p) for p in self.include)):
@@ -78,9 +78,9 @@ class NameFilter(_Frozen):
 class AttributePredicate(_Frozen):
     """A condition on a span attribute (resource attributes are not consulted)."""
 
-    key: str
-    op: Literal["equals", "not_equals", "exists", "absent"] = "equals"
-    value: str | bool | int | float | None = None
+    key: str  # the span attribute's key
+    op: Literal["equals", "not_equals", "exists", "absent"] = "equals"  # how the attribute is tested
+    value: str | bool | int | float | None = None  # compared with equals and not_equals
 
     def holds(self, attributes: Mapping[str, Any]) -> bool:
         if self.op == "exists":

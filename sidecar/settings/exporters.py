@@ -30,13 +30,16 @@ __all__ = [
 
 
 class PrometheusExporterSettings(FrozenConfig):
-    enabled: bool = True
-    host: str = "0.0.0.0"
+    """Metrics on /metrics (Prometheus and OpenMetrics), with the health endpoints on the same port."""
+
+    enabled: bool = True  # false: no metrics server (nor /healthz, /readyz)
+    host: str = "0.0.0.0"  # the address the server listens on
     port: int = Field(default=9464, ge=0, le=65535)  # /metrics, /healthz, /readyz
 
 
 class ExportersSettings(FrozenConfig):
-    # The exporters' order is the sinks' (the checkpoint flushes them in it).
+    """Where scores go. The exporters' order is the sinks' (the checkpoint flushes them in it)."""
+
     prometheus: PrometheusExporterSettings = PrometheusExporterSettings()
     kafka_scores: KafkaScoresExporterSettings = KafkaScoresExporterSettings()
     otlp: OtlpExporterSettings = OtlpExporterSettings()

@@ -22,32 +22,31 @@ __all__ = ["CircuitBreakerSettings", "JudgeSettings"]
 class CircuitBreakerSettings(_Frozen):
     """Open after ``failure_threshold`` consecutive failed calls; try again after ``reset_after_s``."""
 
-    failure_threshold: int = Field(default=5, gt=0)
-    reset_after_s: float = Field(default=30.0, gt=0)
+    failure_threshold: int = Field(default=5, gt=0)  # consecutive failed calls (5xx, timeouts, refused) that open it
+    reset_after_s: float = Field(default=30.0, gt=0)  # open this long, then one probe call; its runs are held meanwhile
 
 
 class JudgeSettings(_Frozen):
     """A judge model, its connection, and the limits the runtime enforces on it."""
 
-    # connection (→ JudgeModel)
     model: str = Field(min_length=1)  # a litellm model id, provider/name
-    api_base: str | None = None
+    api_base: str | None = None  # an OpenAI-compatible server's URL (vLLM, Ollama, a gateway); unset: the provider's
     api_key: SecretStr | None = None  # use ${ENV}; unset → the provider's usual variable (OPENAI_API_KEY)
-    timeout_s: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=3, ge=0, le=20)
-    deadline_s: float | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)  # one HTTP call
+    max_retries: int = Field(default=3, ge=0, le=20)  # retries of a 429 (honouring Retry-After), 5xx or timeout
+    deadline_s: float | None = Field(default=None, gt=0)  # bound on one step's call and its retries; unset: none
+    # auto: OpenAI-compatible judges over aiohttp, others through litellm (docs/judge-transport.md); or force one.
     transport: Literal["auto", "http", "litellm"] = "auto"
     # auto: json_schema, then json_object with the schema, then JSON asked in the prompt, as the server takes them
     # (docs/structured-output.md); or one of those from the start.
     structured_output: StructuredOutputMode = "auto"
-    temperature: float | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0)  # sent to the model when set; unset: the provider's default
+    max_tokens: int | None = Field(default=None, gt=0)  # the most tokens one answer may hold; unset: the provider's
     # The most characters one call's messages may hold: a longer prompt is refused before it is sent (the run
     # fails, counted), and a judge written in YAML stops rendering past it (docs/limits.md).
     max_prompt_chars: int = Field(default=DEFAULT_MAX_PROMPT_CHARS, gt=0)
     ca_bundle: FilePath | None = None  # PEM CA certificates trusted instead of the defaults (SSL_CERT_FILE)
-    # limits (runtime)
-    max_concurrency: int = Field(default=16, gt=0)
+    max_concurrency: int = Field(default=16, gt=0)  # calls in flight to this judge (shared out among workers)
     rpm: int | None = Field(default=None, gt=0)  # requests per minute
     tpm: int | None = Field(default=None, gt=0)  # tokens per minute
     spend_cap_usd_per_hour: float | None = Field(default=None, gt=0)  # estimated cost per rolling hour

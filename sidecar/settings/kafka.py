@@ -30,14 +30,15 @@ _RUNTIME = RuntimeLimits()  # the engine declares the defaults it shares with th
 class KafkaSecuritySettings(_Frozen):
     """How to reach the brokers: TLS and/or SASL. Defaults to plaintext."""
 
+    # The Kafka security.protocol: SSL for TLS, SASL_* for a user and password (over TLS with SASL_SSL).
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_check_hostname: bool = True
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None  # required with SASL_*
+    sasl_username: str | None = None  # required with SASL_*
+    sasl_password: SecretStr | None = None  # required with SASL_*; e.g. ${KAFKA_PASSWORD}, never logged
+    ssl_cafile: str | None = None  # PEM file of the CAs to trust instead of the system's
+    ssl_certfile: str | None = None  # client certificate (PEM) for mutual TLS, with ssl_keyfile
+    ssl_keyfile: str | None = None  # the client certificate's private key (PEM)
+    ssl_check_hostname: bool = True  # check the broker certificate's host name
 
     _unset = field_validator(
         "sasl_mechanism", "sasl_username", "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile", mode="before"
@@ -96,23 +97,27 @@ class KafkaSettings(_Frozen):
     """The trace input (and the producer for dead letters and score records)."""
 
     bootstrap_servers: tuple[str, ...]  # a list, or one comma-separated string
-    topics: tuple[str, ...] = ("otlp_spans",)
+    topics: tuple[str, ...] = ("otlp_spans",)  # topics of OTLP traces, as the Collector's Kafka exporter writes them
     # Topics of OTLP logs (the Collector's otlp_logs): content that instrumentations write as log events, joined to
     # its LLM call spans (runtime.log_join). Key both topics by trace id and give them the same partition count: a
     # call's span and its content are then read by the same consumer (docs/ingest.md).
     log_topics: tuple[str, ...] = ()
+    # The consumer group: replicas with the same group share the partitions (scaling out = more replicas).
     group_id: str = Field(default="scoring-sidecar", min_length=1)
-    client_id: str = Field(default="scoring-sidecar", min_length=1)
-    encoding: Encoding = "otlp_proto"
+    client_id: str = Field(default="scoring-sidecar", min_length=1)  # names this client in the broker's logs
+    encoding: Encoding = "otlp_proto"  # the Collector exporter's encoding: otlp_proto or otlp_json
+    # Where records and spans that cannot be scored go, with the reason in a header (docs/ingest.md).
     dead_letter_topic: str = Field(default="otlp_spans.dead_letter", min_length=1)
+    # A record larger than this is not decoded: dead-lettered as record_too_large (docs/limits.md).
     max_record_bytes: int = Field(default=1024 * 1024, gt=0)
     security: KafkaSecuritySettings = KafkaSecuritySettings()
-    # consumer tuning
+    # Where a group with no committed offset starts: earliest (the whole retained topic) or latest (new traffic).
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    fetch_max_wait_ms: int = Field(default=500, ge=0)
-    max_poll_records: int = Field(default=_RUNTIME.max_poll_records, gt=0)
+    fetch_max_wait_ms: int = Field(default=500, ge=0)  # how long a fetch waits for records (the consumer's own)
+    max_poll_records: int = Field(default=_RUNTIME.max_poll_records, gt=0)  # records taken per poll
+    # The broker drops a consumer it has not heard from this long and gives its partitions to the others.
     session_timeout_ms: int = Field(default=45_000, gt=0)
-    heartbeat_interval_ms: int = Field(default=3_000, gt=0)
+    heartbeat_interval_ms: int = Field(default=3_000, gt=0)  # how often the consumer tells the group it lives
     # A broker not reachable at start-up is retried (1 s doubling to 30 s) for this long, /readyz saying
     # so, before the process exits with 4: pods commonly start before Kafka does.
     startup_timeout_s: float = Field(default=_RUNTIME.startup_timeout_s, gt=0)

@@ -167,9 +167,16 @@ def _default(field: FieldInfo) -> str:
 
 
 def _describe(field: FieldInfo, owner: type[BaseModel], name: str) -> str:
+    """The field's description, else its comment, else (a block) its model's docstring."""
     if field.description:
         return _one_line(field.description)
-    return _one_line(_field_comments(owner).get(name, ""))
+    comment = _field_comments(owner).get(name, "")
+    if comment:
+        return _one_line(comment)
+    block = _model_of(field.annotation)
+    if block is not None and block.__doc__ and block.__doc__ != BaseModel.__doc__:
+        return _one_line(inspect.cleandoc(block.__doc__))
+    return ""
 
 
 def _one_line(text: str) -> str:

@@ -63,7 +63,7 @@ class EvalSettings(_Frozen):
     redact: RedactSettings | None = None
     # Agent versions: where they are read, and the comparison of each agent's newest one (docs/versions.md).
     versions: VersionsSettings = VersionsSettings()
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"  # the service's log level, any case
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
     _not_empty = field_validator("scorers")(_non_empty)

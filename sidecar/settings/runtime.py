@@ -29,7 +29,7 @@ class TraceBufferSettings(_Frozen):
     max_wait_s: float = Field(default=_TRACES.max_wait_s, gt=0, le=86400)
     # At either bound intake pauses until traces are scored (nothing is dropped).
     max_traces: int = Field(default=_TRACES.max_traces, gt=0)
-    max_bytes: int = Field(default=_TRACES.max_bytes, gt=0)
+    max_bytes: int = Field(default=_TRACES.max_bytes, gt=0)  # bytes of the spans of the traces waiting
     # One trace past this is scored at once from what arrived, and marked incomplete (ready reason evicted).
     max_trace_bytes: int = Field(default=_TRACES.max_trace_bytes, gt=0)
 
@@ -56,19 +56,27 @@ class LogJoinSettings(_Frozen):
 class RuntimeSettings(_Frozen):
     """Flow control and timeouts of the scoring loop."""
 
+    # Runs started and not yet exported; at the bound intake pauses its partitions (the backlog waits in Kafka).
     max_in_flight_runs: int = Field(default=_RUNTIME.max_in_flight_runs, gt=0)
     # The runs one record (or one ready trace) may start, shared evenly among its scorers; past it, counted
     # (limit_hits_total{limit="runs_per_record"}) and not started.
     max_runs_per_record: int = Field(default=_RUNTIME.max_runs_per_record, gt=0)
+    # Bytes of the records whose runs are in flight; at the bound intake pauses, as at max_in_flight_runs.
     max_buffered_bytes: int = Field(default=_RUNTIME.max_buffered_bytes, gt=0)
+    # How often exporters are flushed and the offsets of records whose scores are all exported committed.
     commit_interval_s: float = Field(default=_RUNTIME.commit_interval_s, gt=0)
+    # The bound on a whole stop (SIGTERM: drain, flush, commit, leave the group); past it, what is left is
+    # redelivered. Give Kubernetes terminationGracePeriodSeconds at least this + 5 (docs/worker-lifecycle.md).
     shutdown_timeout_s: float = Field(default=_RUNTIME.shutdown_timeout_s, gt=0)
+    # How long a rebalance waits for the revoked partitions' runs to finish and commit; the rest is redelivered
+    # to the partitions' new owner.
     revoke_timeout_s: float = Field(default=_RUNTIME.revoke_timeout_s, gt=0)
+    # One run's bound (its judge calls included; time held for a paused judge does not count): past it, failed.
     run_timeout_s: float = Field(default=_RUNTIME.run_timeout_s, gt=0)
     # The `agent` label of the metrics: the first max_agent_labels agent names seen keep their own label,
     # later ones read "other"; agent_labels are always labelled (bounded series, whatever the traces say).
     max_agent_labels: int = Field(default=50, ge=0)
-    agent_labels: tuple[str, ...] = ()
+    agent_labels: tuple[str, ...] = ()  # agent names that always get their own label, whatever arrives first
     # Processes in this pod, each a consumer of the group (Kafka spreads the partitions). Judge limits,
     # spend caps and the in-flight bounds above are the pod's: workers split them.
     workers: int = Field(default=1, ge=1, le=64)

@@ -57,11 +57,11 @@ def scope_refusal(kind: str, scopes: frozenset[Scope], scope: Scope) -> str:
 class ScorerTargets(_Frozen):
     """Which spans a scorer scores: maps onto :class:`sidecar.conventions.Selection`."""
 
-    kinds: tuple[SpanKind, ...] = ("agent",)
+    kinds: tuple[SpanKind, ...] = ("agent",)  # agent (agent runs) and/or inference (LLM calls)
     agents: NameFilter = NameFilter()  # globs on gen_ai.agent.name (else gen_ai.agent.id)
     services: NameFilter = NameFilter()  # globs on the resource's service.name
     where: tuple[AttributePredicate, ...] = ()  # all must hold
-    max_input_bytes: int = Field(default=256 * 1024, gt=0)
+    max_input_bytes: int = Field(default=256 * 1024, gt=0)  # text of one run; larger: not scored, too_large
     # span: each selected span is scored from its own attributes, as soon as it arrives. trace: each
     # selected agent span is scored with its descendants (LLM calls, tools, retrievals) once its trace is
     # done (runtime.trace_buffer says when). session: the turns of a conversation (each a whole-trace run),

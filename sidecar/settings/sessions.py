@@ -20,9 +20,9 @@ class SessionCapsSettings(_Frozen):
     """The most each field of a turn keeps (characters; a cut is flagged ``truncated`` on the turn)."""
 
     text: int = Field(default=_CAPS.text, gt=0)  # the user's request, the answer
-    tool_args: int = Field(default=_CAPS.tool_args, gt=0)
-    tool_result: int = Field(default=_CAPS.tool_result, gt=0)
-    system: int = Field(default=_CAPS.system, gt=0)
+    tool_args: int = Field(default=_CAPS.tool_args, gt=0)  # a tool call's arguments (JSON text)
+    tool_result: int = Field(default=_CAPS.tool_result, gt=0)  # a tool call's result
+    system: int = Field(default=_CAPS.system, gt=0)  # the system instructions
     tool_calls: int = Field(default=_CAPS.tool_calls, ge=0)  # per turn
 
 
@@ -32,11 +32,14 @@ class SessionsSettings(_Frozen):
 
     # Span attributes naming the conversation, first present wins: on the turn's agent span, else any span.
     id_attributes: tuple[str, ...] = Field(default=_SESSIONS.id_attributes, min_length=1)
+    # The internal topic of turns (compacted, created by the operator: docs/sessions.md), keyed by conversation.
     topic: str = Field(default=_SESSIONS.topic, min_length=1)
+    # A conversation is scored once no turn came for this long (then again if it goes on: a new window).
     idle_s: float = Field(default=_SESSIONS.idle_s, gt=0, le=7 * 86400)
+    # A conversation still going after this long is scored now, its window cut (reason max_duration).
     max_duration_s: float = Field(default=_SESSIONS.max_duration_s, gt=0, le=7 * 86400)
-    max_turns: int = Field(default=_SESSIONS.max_turns, ge=1)
-    max_session_bytes: int = Field(default=_SESSIONS.max_session_bytes, gt=0)
+    max_turns: int = Field(default=_SESSIONS.max_turns, ge=1)  # turns in one window; past it, scored now
+    max_session_bytes: int = Field(default=_SESSIONS.max_session_bytes, gt=0)  # one window's turns; past it, now
     # Per process (runtime.workers share it): past it, the conversation with the oldest last turn is scored now.
     max_bytes: int = Field(default=_SESSIONS.max_bytes, gt=0)
     caps: SessionCapsSettings = SessionCapsSettings()

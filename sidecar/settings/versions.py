@@ -22,14 +22,20 @@ class VersionsSettings(_Frozen):
     """Versions read from ``attributes`` (the first present wins; empty: not read) and, with ``compare`` on, the
     newest version of each agent compared with its reference per scorer, as Prometheus gauges."""
 
+    # span.<key> or resource.<key>, the first present wins; []: versions are not read.
     attributes: tuple[str, ...] = DEFAULT_VERSION_ATTRIBUTES
-    compare: bool = True
+    compare: bool = True  # the comparisons and their gauges (the version is carried on scores either way)
     max_versions: int = Field(default=_DEFAULTS.max_versions, ge=3, le=50)  # per agent, "other" included
+    # The chance of a false verdict, ever, however often it is read (a false regression page: at most alpha / 2).
     alpha: float = Field(default=_DEFAULTS.alpha, gt=0, le=0.5)
+    # The smallest difference of means (0–1 scale, the better direction) worth a verdict.
     min_effect: float = Field(default=_DEFAULTS.min_effect, ge=0, lt=1)
+    # Reference runs since the release that make it a canary comparison (else a rollout, compared at 4 × min_runs).
     min_runs: int = Field(default=_DEFAULTS.min_runs, ge=1, le=100_000)
+    # A full rollout is compared with the reference's runs of this window before it ...
     baseline_window_s: float = Field(default=_DEFAULTS.baseline_window_s, gt=0, le=7 * 86400)
-    baseline_max_runs: int = Field(default=_DEFAULTS.baseline_max_runs, ge=1, le=100_000)
+    baseline_max_runs: int = Field(default=_DEFAULTS.baseline_max_runs, ge=1, le=100_000)  # ... at most these
+    # A version without a run this long is forgotten: its comparison ends and its alert resolves.
     forget_after_s: float = Field(default=_DEFAULTS.forget_after_s, gt=0, le=30 * 86400)
     # The most pods that run this configuration at once (with KEDA: maxReplicaCount): alpha holds for the pages of
     # all of them together (each process tests at alpha / (replicas x runtime.workers)).
