@@ -32,9 +32,9 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 SPAN = "b7ad6b7169203331"
 BOUNDS = {"max_record_bytes": 4096, "max_comment_chars": 40}
 SCORERS = {
-    "quality": JoinedScorer("quality", "span"),
-    "policy": JoinedScorer("policy", "trace", scale=2.0),
-    "chat": JoinedScorer("chat", "session"),
+    "quality": JoinedScorer("quality"),
+    "policy": JoinedScorer("policy", scale=2.0),
+    "chat": JoinedScorer("chat", conversations=True),
 }
 
 
@@ -224,10 +224,7 @@ def apply(j: Join, event: tuple[str, str, str, Any], now_ms: int) -> Any:
     if what == "feedback":
         return j.feedback(0, feedback(traceId=trace, name=scorer, value=value, spanId=None), now_ms)
     if what == "score":
-        scope = SCORERS[scorer].scope
-        return j.score(
-            0, score(f"{scorer}-{trace}", trace_id=trace, scorer_id=scorer, scope=scope, score=value), now_ms
-        )
+        return j.score(0, score(f"{scorer}-{trace}", trace_id=trace, scorer_id=scorer, score=value), now_ms)
     return j.expire(now_ms)
 
 
@@ -260,3 +257,12 @@ def test_a_lane_dropped_is_forgotten_and_foreign_state_records_are_skipped() -> 
     j.drop(0)
     assert j.held == 0 and j.lanes == frozenset()
     assert not j.restore(1, b"x/unknown", b"{}") and not j.restore(1, b"f/x", b"not json")
+
+
+def test_records_older_than_hold_s_are_not_held() -> None:
+    j = join(hold_s=10)
+    assert j.feedback(0, feedback(), now_ms=20_000, at_ms=5_000).unmatched == {"quality": 1}
+    assert not j.score(0, score(), now_ms=20_000, at_ms=5_000).writes and j.held == 0
+    # An old score still meets the feedback that waits for it (and is kept, with whom it met).
+    j.feedback(0, feedback(value=0.1), now_ms=20_000)
+    assert len(j.score(0, score(), now_ms=21_000, at_ms=5_000).pairs) == 1 and j.held_of(0) == (0, 1)

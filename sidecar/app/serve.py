@@ -10,9 +10,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from exporters import session_turns
+from exporters import session_turns, topic_publisher
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
@@ -122,6 +122,8 @@ def service_for(
         ingest=ingest,
         sessions=settings.sessions.limits() if settings.sessions is not None else None,
         turn_topic=_turn_topic(settings, assembly),
+        feedback=settings.feedback.limits(settings.exporters.kafka_scores.topic) if settings.feedback else None,
+        feedback_topics=_feedback_topics(settings, assembly),
     )
     return ScoringService(
         engine=engine,
@@ -154,6 +156,35 @@ def _turn_topic(settings: Settings, assembly: Assembly) -> session_turns.Session
             topic.name, lambda: topic.outstanding, drop_reasons=session_turns.DROP_REASONS
         )
     return topic
+
+
+def _feedback_topics(
+    settings: Settings, assembly: Assembly
+) -> tuple[topic_publisher.TopicPublisher, topic_publisher.TopicPublisher] | None:
+    """The feedback join's writers: its compacted state topic (partition p keeps lane p) and the pairs' topic."""
+    feedback = settings.feedback
+    if feedback is None:
+        return None
+    kafka = settings.kafka
+    limits = feedback.limits(settings.exporters.kafka_scores.topic)
+    bootstrap, options, observer = kafka.bootstrap_servers_str, kafka.producer_options(), assembly.observer
+    state = topic_publisher.TopicPublisher(
+        "feedback_state", bootstrap, limits.state, options,
+        what="feedback state", partitioner=topic_publisher.PartitionNumber(), observer=observer,
+    )  # fmt: skip
+    pairs = topic_publisher.TopicPublisher("feedback_pairs", bootstrap, limits.pairs, options, what="feedback pair",
+                                           observer=observer)  # fmt: skip
+    metrics = assembly.metrics
+    if metrics is not None:
+        for writer in (state, pairs):
+            metrics.register_exporter(writer.name, _pending_of(writer), drop_reasons=topic_publisher.DROP_REASONS)
+        for configured in assembly.scorers:
+            metrics.set_agreement_floor(configured.scorer.id, limits.floor_of(configured.scorer.id))
+    return state, pairs
+
+
+def _pending_of(writer: topic_publisher.TopicPublisher) -> Callable[[], int]:
+    return lambda: writer.outstanding
 
 
 def kept_resource_attributes(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:

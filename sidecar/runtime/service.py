@@ -151,7 +151,7 @@ class ScoringService:
             intake = self._intake = self._new_intake(consumer, handler)
             context = StageContext(self._clients, intake.watermark_ms)
             for stage in stages:
-                self.stop_phase = f"starting: the {stage.facts.scope} stage"
+                self.stop_phase = f"starting: the {stage.name} stage"
                 await stage.start(context)
             self._checkpoints = Checkpoint(
                 self._claims.offsets,
@@ -165,7 +165,7 @@ class ScoringService:
             self.stop_phase = "consuming"
             for stage in stages:
                 for work in stage.background(stop):
-                    background.append(asyncio.create_task(work, name=f"{stage.facts.scope} stage"))
+                    background.append(asyncio.create_task(work, name=f"{stage.name} stage"))
             ended = await intake.run_until(stop)
             if ended == "abandoned":
                 report.give_up(f"intake did not stop within {INTAKE_STOP_S:g} s and was cancelled")

@@ -20,6 +20,7 @@ from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _Frozen, _non_empty, redact
 from sidecar.settings.errors import _problem
 from sidecar.settings.exporters import ExportersSettings
+from sidecar.settings.feedback import FeedbackSettings
 from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.kafka import KafkaSettings
 from sidecar.settings.runtime import RuntimeSettings
@@ -56,6 +57,8 @@ class EvalSettings(_Frozen):
     exporters: ExportersSettings = ExportersSettings()
     # Conversations (scope: session); required by a live service with a session scorer.
     sessions: SessionsSettings | None = None
+    # Human feedback joined to the scores (docs/feedback.md); read by a live service only.
+    feedback: FeedbackSettings | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
@@ -119,6 +122,7 @@ class Settings(EvalSettings):
         for i, scorer in enumerate(self.scorers):
             problems.extend(scorer.live_problems(("scorers", i)))
         problems.extend(self._session_problems())
+        problems.extend(self._feedback_problems())
         view = SettingsView(
             scorer_ids=tuple(scorer.id for scorer in self.scorers),
             input_topics=tuple(self.kafka.topics),
@@ -148,3 +152,41 @@ class Settings(EvalSettings):
         if sessions.topic in taken:
             return [_problem(("sessions", "topic"), "must differ from the input, dead-letter and score topics")]
         return []
+
+    def _feedback_problems(self) -> list[InitErrorDetails]:
+        feedback = self.feedback
+        if feedback is None:
+            return []
+        problems: list[InitErrorDetails] = []
+        scores = self.exporters.kafka_scores
+        if not scores.enabled:
+            problems.append(
+                _problem(("feedback",), "feedback joins the score records: exporters.kafka_scores must be enabled")
+            )
+        ids = {scorer.id for scorer in self.scorers}
+        known = ", ".join(sorted(ids))
+        for name, scorer_id in feedback.names.items():
+            if scorer_id not in ids:
+                problems.append(_problem(("feedback", "names", name), f"no scorer {scorer_id!r} (scorers: {known})"))
+        for scorer_id, floor in feedback.min_agreement_by_scorer.items():
+            if scorer_id not in ids:
+                problems.append(
+                    _problem(("feedback", "min_agreement_by_scorer", scorer_id), f"no such scorer (scorers: {known})")
+                )
+            elif not 0.0 <= floor <= 1.0:
+                problems.append(_problem(("feedback", "min_agreement_by_scorer", scorer_id), "a share from 0 to 1"))
+        limits = feedback.limits(scores.topic)
+        taken = {*self.kafka.topics, self.kafka.dead_letter_topic, scores.topic}
+        if self.sessions is not None:
+            taken.add(self.sessions.topic)
+        for key, topic in (("topic", limits.topic), ("state_topic", limits.state), ("pairs_topic", limits.pairs)):
+            if topic in taken:
+                problems.append(
+                    _problem(
+                        ("feedback", key),
+                        f"{topic!r} must differ from the input, dead-letter, score and conversation topics and from "
+                        "the feedback block's other topics",
+                    )
+                )
+            taken.add(topic)
+        return problems

@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.core.runs import Scope
 from sidecar.runtime.feedback.limits import FeedbackLimits
 from sidecar.runtime.feedback.records import Feedback, ScoreSeen, feedback_of_json, score_of_json
 from sidecar.scoring.agreement import AgreementStats, Comparison, IncomparableVerdict, agreement, compare
@@ -48,7 +47,8 @@ class JoinedScorer:
     """What the join knows of a configured scorer."""
 
     scorer_id: str
-    scope: Scope
+    # It scores conversations: its subject is a conversation's window (its stage's facts say so).
+    conversations: bool = False
     scale: float = 1.0
     fingerprint: str = ""
     version: str = ""
@@ -150,7 +150,7 @@ def _score_keys(score: ScoreSeen) -> tuple[str, ...]:
 
 
 def _feedback_key(scorer: JoinedScorer, feedback: Feedback) -> str:
-    if scorer.scope == "session":
+    if scorer.conversations:
         return f"c|{scorer.scorer_id}|{feedback.conversation_id}|{feedback.trace_id}"
     if feedback.span_id is not None:
         return f"s|{scorer.scorer_id}|{feedback.trace_id}|{feedback.span_id}"
@@ -237,8 +237,9 @@ class Join:
         self._age = OrderedDict(sorted(self._age.items(), key=lambda item: item[1]))
 
     # -- the two halves ------------------------------------------------------------------------------------
-    def feedback(self, lane: int, feedback: Feedback, now_ms: int) -> Effects:
-        """A person's verdict: paired at once when its score is held, else held until it comes."""
+    def feedback(self, lane: int, feedback: Feedback, now_ms: int, at_ms: int | None = None) -> Effects:
+        """A person's verdict, written at ``at_ms`` (its record's time; ``None``: now): paired at once when its score
+        is held, else held until it comes (one already ``hold_s`` old is counted unmatched at once)."""
         effects = Effects()
         scorer_id = self.limits.scorer_for(feedback.name)
         scorer = self.scorers.get(scorer_id)
@@ -248,7 +249,7 @@ class Join:
                 (feedback, f"name {feedback.name!r} is no scorer's (scorers: {known}; feedback.names maps others)")
             )
             return effects
-        if scorer.scope == "session" and feedback.conversation_id is None:
+        if scorer.conversations and feedback.conversation_id is None:
             effects.rejected.append(
                 (feedback, f"scorer {scorer_id!r} scores conversations: its feedback names a conversationId")
             )
@@ -265,28 +266,35 @@ class Join:
             self._pair(lane, target, held_score, feedback, scorer, now_ms, effects)
             effects.writes.append((lane, (_SCORE + held_score.score.score_id).encode(), held_score.to_json()))
             return effects
-        held = _HeldFeedback(feedback, scorer_id, key, now_ms)
+        held_at = now_ms if at_ms is None else at_ms
+        if held_at + self._hold_ms <= now_ms:
+            effects.unmatched[scorer_id] += 1
+            return effects
+        held = _HeldFeedback(feedback, scorer_id, key, held_at)
         self._hold_feedback(lane, target, held)
         effects.writes.append((lane, (_FEEDBACK + fid).encode(), held.to_json()))
         effects.held = True
         self._bound(effects)
         return effects
 
-    def score(self, lane: int, score: ScoreSeen, now_ms: int) -> Effects:
-        """One of the sidecar's scores: paired with every feedback that waits for it, then held for later ones."""
+    def score(self, lane: int, score: ScoreSeen, now_ms: int, at_ms: int | None = None) -> Effects:
+        """One of the sidecar's scores, written at ``at_ms`` (its record's time; ``None``: now): paired with every
+        feedback that waits for it, then held for later ones (unless it is ``hold_s`` old already)."""
         effects = Effects()
         scorer = self.scorers.get(score.scorer_id)
         target = self._lanes.setdefault(lane, _Lane())
         if scorer is None or score.score_id in target.scores:
             return effects  # a scorer the join does not follow, or a score redelivered
-        held = _HeldScore(score, _score_keys(score), now_ms)
-        self._hold_score(lane, target, held)
+        held = _HeldScore(score, _score_keys(score), now_ms if at_ms is None else at_ms)
         for key in held.keys:
-            for fid in target.waiting.pop(key, []):
-                waiting = target.feedback.pop(fid)
-                self._age.pop((lane, "f", fid), None)
+            for fid in target.waiting.get(key, [])[:]:
+                waiting = self._forget_feedback(lane, target, fid)
+                assert waiting is not None
                 effects.writes.append((lane, (_FEEDBACK + fid).encode(), None))
                 self._pair(lane, target, held, waiting.feedback, scorer, now_ms, effects)
+        if held.held_at_ms + self._hold_ms <= now_ms and not held.paired:
+            return effects  # too old to wait for anyone (a new group reading the topic's past)
+        self._hold_score(lane, target, held)
         effects.writes.append((lane, (_SCORE + score.score_id).encode(), held.to_json()))
         effects.held = True
         self._bound(effects)

@@ -269,12 +269,14 @@ def parse_score(value: bytes | None) -> ScoreSeen | None:
 
 
 def _judge_model(judge: Any) -> str | None:
-    """The model of the record's first judge call (``judge.<step>.executions[].judgeModelId``)."""
+    """The model of the record's first judge call, as the metrics' ``judge_model`` label names it:
+    ``provider/model`` (``judge.<step>.executions[].judgeProvider`` and ``judgeModelId``)."""
     if not isinstance(judge, dict):
         return None
     for step in judge.values():
         for execution in (step or {}).get("executions", ()) if isinstance(step, dict) else ():
             model = execution.get("judgeModelId") if isinstance(execution, dict) else None
             if isinstance(model, str):
-                return model
+                provider = execution.get("judgeProvider")
+                return f"{provider}/{model}" if isinstance(provider, str) and provider else model
     return None

@@ -132,6 +132,11 @@ class Stage(ABC):
     def __init__(self, scorers: Sequence[ConfiguredScorer]) -> None:
         self.scorers = tuple(scorers)
 
+    @property
+    def name(self) -> str:
+        """What log lines and task names call the stage: its scope's word (a stage of no scope names itself)."""
+        return self.facts.scope
+
     # -- records -------------------------------------------------------------------------------------------
     @abstractmethod
     def take(self, record: Fetched) -> None:
