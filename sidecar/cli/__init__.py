@@ -68,4 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded("run", lambda: commands.run(args))
     if args.command == "backfill":
         return _guarded("backfill", lambda: commands.backfill(args))
+    if args.command == "corrections":
+        return _guarded("corrections", lambda: commands.corrections(args))
     return 2

@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-socket", help=argparse.SUPPRESS)
     _add_preview(commands)
     _add_backfill(commands)
+    _add_corrections(commands)
     commands.add_parser(
         "kinds",
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
@@ -262,6 +263,33 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     bar.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, help="a progress line every 30 s"
     )
+
+
+def _add_corrections(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    corrections = commands.add_parser(
+        "corrections",
+        help="a window's disagreements between a judge in YAML and people, as its examples_file for review",
+        description="Read the feedback pairs topic over a window (no consumer group, nothing committed), keep the "
+        "scorer's pairs where judge and person disagree, rebuild each one's run from the traces topic, and write "
+        "them as JSONL of input, output, expected verdict and reason: the llm-judge's examples_file, for a person to "
+        "review and commit (docs/feedback.md). Exit 0: written (even none); 2: invalid configuration, option, topic "
+        "or window; 4: the broker unreachable.",
+    )
+    corrections.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration of the service")
+    corrections.add_argument("--scorer", required=True, metavar="ID", help="the judge written in YAML (kind llm-judge)")
+    corrections.add_argument(
+        "--from", dest="start", required=True, metavar="TIME", help="the window's start (as backfill: -7d, ISO 8601)"
+    )
+    corrections.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+    corrections.add_argument("--output", "-o", metavar="FILE", help="write the JSONL here (default: stdout)")
+    corrections.add_argument(
+        "--lookback",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long before its score a run's trace may have been written (default 3600)",
+    )
+    corrections.add_argument("--all", action="store_true", help="every pair, not only the disagreements")
 
 
 def _add_preview(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -15,7 +14,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from sidecar.runtime.clients import ClientOptions, start_assigned_consumer
 from sidecar.runtime.feedback.limits import FeedbackLimits
 from sidecar.runtime.feedback.topics import check_topics
-from sidecar.runtime.sources import GroupSubscription
+from sidecar.runtime.sources import GroupSubscription, read_ranges
 from sidecar.runtime.tansu import read_log_ends
 
 __all__ = ["JoinSubscription", "feedback_group", "read_partitions", "start_feedback_consumers"]
@@ -65,33 +64,12 @@ async def read_partitions(
     reader: AIOKafkaConsumer, partitions: Sequence[TopicPartition], each: Callable[[TopicPartition, object], None]
 ) -> int:
     """Every record of ``partitions`` from the first retained to the end they had when asked, handed to ``each`` in
-    order per partition; how many were read. Raises ``TimeoutError`` when a partition stops answering short of its
-    end."""
+    order per partition; how many were read."""
     if not partitions:
         return 0
     starts = await reader.beginning_offsets(list(partitions))
     ends = await read_log_ends(reader, partitions, starts)
-    pending = {tp for tp in partitions if ends[tp] > starts[tp]}
-    reader.assign(sorted(pending, key=lambda tp: tp.partition))
-    for tp in pending:
-        reader.seek(tp, starts[tp])
-    records = 0
-    progress = time.monotonic()
-    while pending:
-        batches = await reader.getmany(*pending, timeout_ms=200)
-        for tp, batch in batches.items():
-            for record in batch:
-                if record.offset < ends[tp]:
-                    each(tp, record)
-                    records += 1
-                    progress = time.monotonic()
-        for tp in list(pending):
-            if await reader.position(tp) >= ends[tp]:
-                pending.discard(tp)
-        if pending and time.monotonic() - progress > _RESTORE_STALL_S:
-            raise TimeoutError(f"read nothing for {_RESTORE_STALL_S:g} s short of the end of {sorted(pending)}")
-    reader.assign([])
-    return records
+    return await read_ranges(reader, {tp: (starts[tp], ends[tp]) for tp in partitions}, each, stall_s=_RESTORE_STALL_S)
 
 
 class JoinSubscription(GroupSubscription):
