@@ -46,8 +46,11 @@ def settings_for_worker(settings: Settings, index: int, count: int) -> Settings:
     feedback = settings.feedback
     if feedback is not None:  # each worker holds what waits on its own lanes
         feedback = feedback.model_copy(update={"max_held": worker_share(feedback.max_held, index, count)})
+    # The canary runs in worker 0 only: one round per replica, not one per worker.
+    scorers = settings.scorers if index == 0 else tuple(s.model_copy(update={"canary": None}) for s in settings.scorers)
     return settings.model_copy(
         update={
+            "scorers": scorers,
             "sessions": sessions,
             "feedback": feedback,
             "judges": {name: _judge_for_worker(j, index, count) for name, j in settings.judges.items()},
