@@ -377,4 +377,6 @@ def eval_(args: argparse.Namespace) -> int:
         progress=args.progress,
         allow_failures=args.allow_failures,
         records=args.records,
+        min_agreement=args.min_agreement,
+        agree_within=args.agree_within,
     )

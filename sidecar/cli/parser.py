@@ -83,11 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "eval",
         help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached, 3 when runs "
         "failed",
-        description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context) with "
-        "the scorers of the configuration file and print a summary table. Exit 0: every run scored (or not "
-        "scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside its "
-        "threshold; 2: invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge "
-        "refused, timed out or answered out of shape), so the averages leave items out (--allow-failures: 0).",
+        description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context, "
+        "expected) with the scorers of the configuration file and print a summary table. Exit 0: every run scored "
+        "(or not scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside "
+        "its threshold, or its agreement with the items' expected verdicts (a person's) is under --min-agreement; 2: "
+        "invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge refused, timed out "
+        "or answered out of shape), so the averages leave items out (--allow-failures: 0).",
     )
     evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file (with --records: OTLP records)")
     evaluate.add_argument(
@@ -107,6 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--thresholds", metavar="FILE", help="YAML: scorer id -> MIN or {min, max} (--threshold overrides)"
+    )
+    evaluate.add_argument(
+        "--min-agreement",
+        type=float,
+        metavar="SHARE",
+        help="exit 1 when a scorer agrees with the items' expected verdicts (a person's) on less than this share of "
+        "them (the CI gate for a judge's change; docs/feedback.md)",
+    )
+    evaluate.add_argument(
+        "--agree-within",
+        type=float,
+        default=0.2,
+        metavar="D",
+        help="a number agrees with an expected number within D on the 0–1 scale (default 0.2)",
     )
     evaluate.add_argument("--concurrency", type=int, default=8, help="scorer runs in flight (default 8)")
     evaluate.add_argument(
