@@ -266,3 +266,18 @@ def test_records_older_than_hold_s_are_not_held() -> None:
     # An old score still meets the feedback that waits for it (and is kept, with whom it met).
     j.feedback(0, feedback(value=0.1), now_ms=20_000)
     assert len(j.score(0, score(), now_ms=21_000, at_ms=5_000).pairs) == 1 and j.held_of(0) == (0, 1)
+
+
+def test_the_demos_reviewer_labels_every_other_trace_and_contradicts_one_label_in_four() -> None:
+    from sidecar.embedded.feedback import human_labels
+    from sidecar.embedded.traffic import TrafficGenerator
+
+    traces = list(TrafficGenerator(seed=9).traces(40))
+    labels = [label for n, trace in enumerate(traces) for label in human_labels(trace, n)]
+    assert len(labels) == 40  # 20 traces labelled, two labels each
+    aligned = [label for label in labels if label["name"] == "prompt-alignment"]
+    by_trace = {trace.trace_id: trace for trace in traces}
+    contrary = [label for label in aligned if label["value"] != (by_trace[label["traceId"]].quality != "poor")]
+    assert len(contrary) == 5
+    for label in labels:  # each reads as the feedback stage reads it
+        parse_feedback(json.dumps(label).encode(), **BOUNDS)

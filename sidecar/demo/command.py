@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import signal
 import socket
@@ -19,6 +20,9 @@ from sidecar.demo.config import (
     DEAD_LETTER_TOPIC,
     DEFAULT_REAL_JUDGE,
     DEMO_SCORERS,
+    FEEDBACK_STATE_TOPIC,
+    FEEDBACK_TOPIC,
+    FEEDBACK_TOPICS,
     SCORES_TOPIC,
     SESSIONS_TOPIC,
     SPANS_TOPIC,
@@ -34,6 +38,7 @@ from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_
 from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
 from sidecar.embedded.conversations import ConversationTraffic
+from sidecar.embedded.feedback import human_labels
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer
@@ -85,6 +90,9 @@ async def _produce(
             turn = counter[0] % CONVERSATION_EVERY == CONVERSATION_EVERY - 1
             trace = conversations.turn() if turn else generator.trace()
             await producer.send(SPANS_TOPIC, trace.request.SerializeToString(), key=trace.key)
+            if not turn:  # a reviewer labels some runs: their labels wait in the feedback join for the scores
+                for label in human_labels(trace, counter[0]):
+                    await producer.send(FEEDBACK_TOPIC, json.dumps(label).encode(), key=trace.key)
             counter[0] += 1
             next_at += period
             delay = next_at - time.monotonic()
@@ -299,8 +307,8 @@ async def _embedded(
         await broker.start_async()
         await create_topics(
             broker.bootstrap_servers,
-            {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1, SESSIONS_TOPIC: 3},
-            configs={SESSIONS_TOPIC: COMPACTED},
+            {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1, SESSIONS_TOPIC: 3, **FEEDBACK_TOPICS},
+            configs={SESSIONS_TOPIC: COMPACTED, FEEDBACK_STATE_TOPIC: {"cleanup.policy": "compact"}},
         )
         if stand_in:
             judge_server = await JudgeServer(heuristic_reply, record=False).start()

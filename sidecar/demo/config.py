@@ -19,6 +19,8 @@ __all__ = [
     "DEAD_LETTER_TOPIC",
     "DEFAULT_REAL_JUDGE",
     "DEMO_SCORERS",
+    "FEEDBACK_TOPIC",
+    "FEEDBACK_TOPICS",
     "GROUP_ID",
     "SCORES_TOPIC",
     "SESSIONS_TOPIC",
@@ -46,6 +48,11 @@ CONVERSATION_EVERY = 3
 SESSIONS_TOPIC = "otlp_spans.session_turns"
 SESSION_IDLE_S = 8.0
 COMPACTED = {"cleanup.policy": "compact,delete"}
+# Human labels joined to the scores (docs/feedback.md): the feedback topic (as many partitions as the score topic),
+# the join's compacted state topic and the pairs' topic, as an operator creates them.
+FEEDBACK_TOPIC = "agent_feedback"
+FEEDBACK_STATE_TOPIC = "agent_feedback.join_state"
+FEEDBACK_TOPICS = {FEEDBACK_TOPIC: 3, FEEDBACK_STATE_TOPIC: 3, f"{SCORES_TOPIC}.feedback_pairs": 1}
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,7 @@ def demo_config(
             *conversation_scorers(),
         ],
         "sessions": {"topic": SESSIONS_TOPIC, "idle_s": SESSION_IDLE_S},
+        "feedback": {"topic": FEEDBACK_TOPIC, "state_topic": FEEDBACK_STATE_TOPIC, "hold_s": 600, "window": 100},
         "runtime": {"commit_interval_s": 1.0, "shutdown_timeout_s": 5, "run_timeout_s": 60},
         "exporters": {
             "prometheus": {"host": metrics_host, "port": metrics_port},
