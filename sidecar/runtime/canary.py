@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from sidecar.core.jsonl import JsonlProblem, read_jsonl
 from sidecar.core.observers import ServiceObserver
 from sidecar.core.runs import ScorerRunRequest, SpanTarget
 from sidecar.runtime.attempt import attempt_scorer
@@ -92,28 +93,10 @@ def load_canary_items(path: Path) -> list[CanaryItem]:
     """The items of a JSONL canary dataset: ``{"input", "output", "expected"}`` per line (``id``, ``system``,
     ``ground_truth``, ``context`` optional); :class:`DatasetProblem` names every bad line."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise DatasetProblem(f"{path} is {size} bytes: at most {MAX_FILE_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetProblem(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetProblem(f"{path}: not UTF-8 ({exc.reason})") from None
-    items: list[CanaryItem] = []
-    problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            items.append(_item(_ItemFields.model_validate(json.loads(line)), f"{path.name}:{number}"))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            problems.append(f"line {number}: {'.'.join(str(p) for p in first['loc']) or 'item'}: {first['msg']}")
-        except ValueError as exc:
-            problems.append(f"line {number}: not JSON ({exc})")
-    if problems:
-        raise DatasetProblem(f"{path}: " + "; ".join(problems[:5]) + ("; …" if len(problems) > 5 else ""))
+        lines = read_jsonl(path, _ItemFields, max_bytes=MAX_FILE_BYTES)
+    except JsonlProblem as exc:
+        raise DatasetProblem(str(exc)) from None
+    items = [_item(fields, f"{path.name}:{number}") for number, fields in lines]
     if not items:
         raise DatasetProblem(f"{path}: no items")
     if len(items) > MAX_ITEMS:

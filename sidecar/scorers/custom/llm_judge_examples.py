@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from sidecar.core.jsonl import JsonlProblem, read_jsonl
 from sidecar.scorers.custom.llm_judge_output import BooleanOutput, CategoriesOutput, NumberOutput
 from sidecar.scoring import StepContext
 from sidecar.scoring.prompting import quote_untrusted
@@ -67,33 +68,9 @@ def read_examples_file(path: Path) -> list[JudgeExample]:
     """The examples of a JSONL file (one object per line, blank lines skipped); :class:`ExamplesProblem` lists every
     bad line."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ExamplesProblem(f"{path} is {size} bytes: at most {MAX_FILE_BYTES} (keep the examples that matter)")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ExamplesProblem(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ExamplesProblem(f"{path}: not UTF-8 ({exc.reason})") from None
-    examples: list[JudgeExample] = []
-    problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            examples.append(JudgeExample.model_validate(json.loads(line)))
-        except ValueError as exc:
-            problems.append(f"line {number}: {_first_problem(exc)}")
-    if problems:
-        raise ExamplesProblem(f"{path}: " + "; ".join(problems[:5]) + ("; …" if len(problems) > 5 else ""))
-    return examples
-
-
-def _first_problem(exc: ValueError) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc']) or 'example'}: {first['msg']}"
-    return f"not JSON ({exc})"
+        return [example for _, example in read_jsonl(path, JudgeExample, max_bytes=MAX_FILE_BYTES)]
+    except JsonlProblem as exc:
+        raise ExamplesProblem(str(exc)) from None
 
 
 def check_examples(examples: Sequence[JudgeExample], output: NumberOutput | BooleanOutput | CategoriesOutput) -> None:
