@@ -4,13 +4,17 @@ agreement over the last pairs, and the judge canary. The families, and the floor
 
 from __future__ import annotations
 
+from typing import Final, get_args
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exporters.prometheus.labels import PREFIX as P
+from sidecar.core.observers import FeedbackOutcome
 
 __all__ = ["FEEDBACK_OUTCOMES", "AlignmentFamilies"]
 
-FEEDBACK_OUTCOMES = ("paired", "held", "duplicate", "unmatched", "invalid")
+# Declared by their emitter (sidecar.core.observers), as every fixed label set.
+FEEDBACK_OUTCOMES: Final[tuple[str, ...]] = get_args(FeedbackOutcome)
 
 
 class AlignmentFamilies:
