@@ -17,12 +17,13 @@ a feedback is held under its id, a score remembers the feedback it was paired wi
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pydantic_core
 
 from sidecar.runtime.feedback.limits import FeedbackLimits
 from sidecar.runtime.feedback.records import Feedback, ScoreSeen, feedback_of_json, score_of_json
@@ -117,8 +118,9 @@ class _HeldFeedback:
     held_at_ms: int
 
     def to_json(self) -> bytes:
-        body = {"feedback": self.feedback.to_json(), "scorer": self.scorer_id, "heldAt": self.held_at_ms}
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        return pydantic_core.to_json(
+            {"feedback": self.feedback.to_json(), "scorer": self.scorer_id, "heldAt": self.held_at_ms}
+        )
 
 
 @dataclass(slots=True)
@@ -129,8 +131,7 @@ class _HeldScore:
     paired: list[str] = field(default_factory=list)
 
     def to_json(self) -> bytes:
-        body = {"score": self.score.to_json(), "heldAt": self.held_at_ms, "paired": self.paired}
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        return pydantic_core.to_json({"score": self.score.to_json(), "heldAt": self.held_at_ms, "paired": self.paired})
 
 
 @dataclass(slots=True)
@@ -203,7 +204,7 @@ class Join:
         target = self._lanes.setdefault(lane, _Lane())
         try:
             text = (key or b"").decode()
-            body: Any = json.loads(value) if value is not None else None
+            body: Any = pydantic_core.from_json(value) if value is not None else None
             if text.startswith(_FEEDBACK):
                 self._forget_feedback(lane, target, text[len(_FEEDBACK) :])
                 if body is not None:
@@ -333,8 +334,8 @@ class Join:
         window = target.windows.setdefault(scorer.scorer_id, deque(maxlen=self.limits.window))
         window.append(WindowEntry(pair.pair_id, now_ms, comparison))
         self.changed.add(scorer.scorer_id)
-        body = {"pairs": [entry.to_json() for entry in window]}
-        effects.writes.append((lane, (_WINDOW + scorer.scorer_id).encode(), json.dumps(body).encode()))
+        body = pydantic_core.to_json({"pairs": [entry.to_json() for entry in window]})
+        effects.writes.append((lane, (_WINDOW + scorer.scorer_id).encode(), body))
 
     # -- what is held --------------------------------------------------------------------------------------
     def _hold_feedback(self, lane: int, target: _Lane, held: _HeldFeedback) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from sidecar.core.deadletters import DeadLetterReason
 from sidecar.core.observers import FeedbackOutcome, ServiceObserver
@@ -120,14 +121,24 @@ class FeedbackJoin:
     async def handle(self, tp: TopicPartition, record: Any) -> None:
         self.offsets.track(tp, record.offset)
         now = self._wall_ms()
-        if tp.topic == self.limits.topic:
-            await self._feedback(tp, record, now)
-        else:
-            score = parse_score(record.value)
-            if score is None:
-                self._warn_unreadable(tp)
+        try:
+            if tp.topic == self.limits.topic:
+                await self._feedback(tp, record, now)
             else:
-                await self._apply(self.join.score(tp.partition, score, now, record.timestamp))
+                score = parse_score(record.value)
+                if score is None:
+                    self._warn_unreadable(tp)
+                else:
+                    await self._apply(self.join.score(tp.partition, score, now, record.timestamp))
+        except (KafkaError, OSError):
+            raise  # the broker (a dead letter that cannot be written): intake stops, the record is read again
+        except Exception as exc:  # a bug met this record: set aside (a feedback) or skipped (a score), never stuck
+            log.exception("feedback: %s-%d@%d could not be joined", tp.topic, tp.partition, record.offset)
+            if tp.topic == self.limits.topic:
+                origin = RecordOrigin(tp.topic, tp.partition, record.offset, record.value or b"", record.key)
+                letter = DeadLetter(DeadLetterReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+                await self._dead_letters.publish(origin, [letter], encoding="json")
+                self._observer.dead_lettered(letter.reason.value)
         self.offsets.done(tp, record.offset)
 
     async def _feedback(self, tp: TopicPartition, record: Any, now: int) -> None:

@@ -11,10 +11,10 @@ by the composition root), the pairs' record, and the check at start-up that ever
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Protocol
 
+import pydantic_core
 from aiokafka import AIOKafkaConsumer
 
 from sidecar.core import Flushable
@@ -75,7 +75,7 @@ def pair_record(pair: PairMade, scorer: JoinedScorer) -> bytes:
         "comment": feedback.comment,
         "feedbackAt": iso_millis(feedback.timestamp_ms * 1_000_000) if feedback.timestamp_ms is not None else None,
     }
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return pydantic_core.to_json(body)
 
 
 async def check_topics(consumer: AIOKafkaConsumer, limits: FeedbackLimits, admin_options: dict[str, Any]) -> int:
