@@ -254,6 +254,8 @@ async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     assert re.search(
         r"judge–human agreement \(the demo's reviewer.*prompt-alignment 0\.\d\d of [1-9]\d* pairs", text
     ), text
+    # And prompt alignment's canary: the synthetic agents' exchanges, labelled, scored through the live judge.
+    assert re.search(r"judge canary of prompt-alignment: agrees with [01]\.\d\d of its \d+ labelled items", text), text
     scored = {agent for (agent, scorer), (n, _) in _final_table(text).items() if n and scorer == "prompt-alignment"}
     assert scored == {a.name for a in AGENTS}
     assert f"OTLP export: {otlp_receiver.endpoint('http/protobuf')} (http/protobuf)" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -53,6 +54,7 @@ COMPACTED = {"cleanup.policy": "compact,delete"}
 FEEDBACK_TOPIC = "agent_feedback"
 FEEDBACK_STATE_TOPIC = "agent_feedback.join_state"
 FEEDBACK_TOPICS = {FEEDBACK_TOPIC: 3, FEEDBACK_STATE_TOPIC: 3, f"{SCORES_TOPIC}.feedback_pairs": 1}
+CANARY_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,14 @@ def demo_config(
     metrics_port: int | str,
     otlp_endpoint: str | None = None,
     otlp_protocol: str = "grpc",
+    canary_dataset: Path | None = None,
 ) -> dict[str, Any]:
     """The demo's configuration as the YAML a user would write: the targets select the synthetic agents' spans
-    (agent spans, no sampling; tool-call accuracy on the one agent that calls tools)."""
+    (agent spans, no sampling; tool-call accuracy on the one agent that calls tools); with ``canary_dataset``, prompt
+    alignment's judge canary on it every 30 s."""
+    alignment: dict[str, Any] = {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}
+    if canary_dataset is not None:
+        alignment["canary"] = {"dataset": str(canary_dataset), "every_s": CANARY_EVERY_S}
     return {
         "log_level": "WARNING",
         "kafka": {
@@ -95,7 +102,7 @@ def demo_config(
         },
         "judges": {"default": judge},
         "scorers": [
-            {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"},
+            alignment,
             {"id": "answer-relevancy", "kind": "answer-relevancy", "judge": "default"},
             {"id": "toxicity", "kind": "toxicity", "judge": "default"},
             {
@@ -132,6 +139,7 @@ def demo_settings(
     metrics_port: int,
     otlp_endpoint: str | None = None,
     otlp_protocol: str = "grpc",
+    canary_dataset: Path | None = None,
 ) -> Settings:
     """The demo's configuration, validated by the same loader as a user's file (and its ${VAR} rules)."""
     config = demo_config(
@@ -141,6 +149,7 @@ def demo_settings(
         metrics_port=metrics_port,
         otlp_endpoint=otlp_endpoint,
         otlp_protocol=otlp_protocol,
+        canary_dataset=canary_dataset,
     )
     return load_settings(yaml.safe_dump(config, sort_keys=False), environ={})
 
@@ -149,7 +158,13 @@ def _variable(name: str, default: str | None) -> str:
     return f"${{{name}:-{default}}}" if default else f"${{{name}}}"
 
 
-def serve_config_yaml(options: DemoOptions, *, bootstrap: str | None = None, judge_url: str | None = None) -> str:
+def serve_config_yaml(
+    options: DemoOptions,
+    *,
+    bootstrap: str | None = None,
+    judge_url: str | None = None,
+    canary_dataset: Path | None = None,
+) -> str:
     """A configuration for ``scoring-sidecar run`` against ``demo --serve``: the demo's scorers, with the
     broker, the stand-in judge and the metrics port as ``${VAR}`` (defaulting to the running demo's, when
     given), so the same file serves a demo on another port or a broker of your own."""
@@ -164,6 +179,7 @@ def serve_config_yaml(options: DemoOptions, *, bootstrap: str | None = None, jud
         metrics_port=_variable("METRICS_PORT", str(options.metrics_port or 9464)),
         otlp_endpoint=options.otlp_endpoint,
         otlp_protocol=options.otlp_protocol,
+        canary_dataset=canary_dataset,
     )
     config["log_level"] = "INFO"  # a newcomer sees the service join the group and start scoring
     header = (

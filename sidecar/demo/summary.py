@@ -98,6 +98,8 @@ class DemoSummary(ServiceObserver):
     health: JudgeHealth = field(init=False)
     # The judge's agreement with the demo's reviewer (docs/feedback.md), per scorer, as the gauges say it.
     agreement: dict[str, AgreementStats] = field(default_factory=dict)
+    # The judge canary's last round per scorer: its agreement with the labels, over how many items, the baseline.
+    canary: dict[str, tuple[float, int, float | None]] = field(default_factory=dict)
     _score_latency: dict[str, _Window] = field(default_factory=dict)  # scorer →
     _judge_latency: _Window | None = None
 
@@ -158,6 +160,12 @@ class DemoSummary(ServiceObserver):
 
     def judge_human_agreement(self, scorer: str, stats: AgreementStats) -> None:
         self.agreement[scorer] = stats
+
+    def canary_finished(
+        self, scorer: str, stats: AgreementStats, mean_score: float | None, failed: int, baseline: float | None
+    ) -> None:
+        if stats.share is not None:
+            self.canary[scorer] = (stats.share, stats.pairs, baseline)
 
     def judge_state_changed(self, judge: str, state: str) -> None:
         self.health.judge_state_changed(judge, state)
@@ -262,6 +270,9 @@ def render_summary(
     ]
     if agreeing:
         lines.append(f"judge–human agreement (the demo's reviewer, docs/feedback.md): {', '.join(agreeing)}")
+    for scorer, (share, items, baseline) in sorted(summary.canary.items()):
+        held = f", baseline {baseline:.2f}" if baseline is not None else ""
+        lines.append(f"judge canary of {scorer}: agrees with {share:.2f} of its {items} labelled items{held}")
     lines.append(f"dead letters: {summary.dead_letters:.0f}")
     lines.extend(summary.health.explain())
     return "\n".join(lines)
