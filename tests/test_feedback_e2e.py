@@ -223,3 +223,61 @@ async def test_feedback_meets_its_score_in_either_order_across_a_kill_and_the_ga
     log = sidecar.log_path.read_text()
     assert "feedback: lanes" in log and "restored" in log
     assert SECRET_KEY not in log
+
+
+async def test_feedback_waiting_on_a_lane_moves_with_it_when_a_second_process_joins(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    """Feedback held by one process for scores to come; a second process joins the group and takes a lane over (the
+    range assignor gives it partition p of both topics): it restores what waits there from the state topic, and
+    every feedback ends in one pair, on whichever process owns its lane."""
+    judge_server.reset(feedback_judge)
+    bootstrap = kafka_bootstrap
+    spans, scores = await new_topic("spans", partitions=2), await new_topic("scores", partitions=2)
+    dead = await new_topic("dead", partitions=1)
+    topics = await create_feedback_topics(bootstrap, unique_name, new_topic, partitions=2)
+    group = unique_name("group")
+
+    def process(name: str) -> SidecarProcess:
+        config = sidecar_config(
+            bootstrap=bootstrap, spans_topic=spans, scores_topic=scores, dead_topic=dead, group=group,
+            judge_url=judge_server.url, metrics_port=free_port(), scorers=[VERDICT],
+        )  # fmt: skip
+        config["feedback"] = topics.config(hold_s=120)
+        sidecar = SidecarProcess(config, tmp_path / name, env={"JUDGE_API_KEY": SECRET_KEY})
+        sidecar.workdir.mkdir()
+        return sidecar
+
+    traces = list(TrafficGenerator(seed=53).traces(12))
+    labels = [labelled(t, "verdict", i % 3 != 0, span=True, author=f"a-{i}") for i, t in enumerate(traces)]
+    first, second = process("first"), process("second")
+    first.start()
+    try:
+        await first.wait_ready(60)
+        await send_feedback(bootstrap, topics.feedback, labels)
+
+        async def held(sidecars: list[SidecarProcess]) -> bool:
+            counts = [
+                metric(await s.metrics_text(), "scoring_sidecar_feedback_held", kind="feedback") for s in sidecars
+            ]
+            return sum(c or 0 for c in counts) == len(labels) and all(c for c in counts)
+
+        await until(lambda: held([first]), "the feedback held by the first process")
+        second.start()
+        await second.wait_ready(60)
+        # Both own a lane now, and between them still hold every feedback: the moved lane was restored.
+        await until(lambda: held([first, second]), "the feedback held across both processes")
+        await produce_traces(bootstrap, spans, traces)
+        records = await read_topic(bootstrap, topics.pairs, expect=len(labels), timeout_s=60)
+        values = [json.loads(r.value) for r in records]
+        assert sorted(v["author"] for v in values) == sorted(label["author"] for label in labels)
+        assert len({v["pairId"] for v in values}) == len(values) == len(labels)
+        assert first.terminate() == 0 and second.terminate() == 0
+    finally:
+        first.kill()
+        second.kill()
+    assert "feedback: lanes" in second.log_path.read_text()
