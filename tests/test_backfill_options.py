@@ -139,3 +139,15 @@ def test_every_served_series_of_a_backfill_carries_its_mode() -> None:
     samples = [s for family in text_string_to_metric_families(served) for s in family.samples]
     assert samples and all(s.labels.get("mode") == "backfill" for s in samples)
     assert any(s.name == "scoring_sidecar_scorer_info" and s.labels["scorer"] == "alignment" for s in samples)
+
+
+def test_a_backfill_runs_no_feedback_join_nor_canary(tmp_path: Path) -> None:
+    """The live service's feedback stage joins the backfilled scores (it reads them from the score topic); a backfill
+    joins no group of its own for feedback, and runs no canary (``run`` starts it)."""
+    path = write_config(tmp_path, {})
+    config = yaml.safe_load(path.read_text())
+    config["feedback"] = {"topic": "agent_feedback"}
+    path.write_text(yaml.safe_dump(config))
+    settings = load_settings(path)
+    assert settings.feedback is not None
+    assert backfill_settings(settings, [], JudgeBudget(), config=str(path)).feedback is None

@@ -254,6 +254,12 @@ async def test_demo_with_a_judge_model_goes_through_the_configured_judge(
     assert re.search(r"── final summary after [67]s: 30 traces produced, 30 records consumed", text), text
     assert text.count("── summary after") >= 2  # the live table, every --interval
     assert judge_server.requests and judge_server.requests[0].headers["Authorization"] == "Bearer sk-demo-test"
+    # The demo's reviewer labels some runs, some against the judge on purpose: the join pairs them with the scores.
+    assert re.search(
+        r"judge–human agreement \(the demo's reviewer.*prompt-alignment 0\.\d\d of [1-9]\d* pairs", text
+    ), text
+    # And prompt alignment's canary: the synthetic agents' exchanges, labelled, scored through the live judge.
+    assert re.search(r"judge canary of prompt-alignment: agrees with [01]\.\d\d of its \d+ labelled items", text), text
     scored = {agent for (agent, scorer), (n, _) in _final_table(text).items() if n and scorer == "prompt-alignment"}
     assert scored == {a.name for a in AGENTS}
     assert f"OTLP export: {otlp_receiver.endpoint('http/protobuf')} (http/protobuf)" in text

@@ -25,6 +25,7 @@ from sidecar.embedded.heuristic_judge import heuristic_reply
 from sidecar.embedded.traffic import DEMO_ROLLOUT, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer, Reply
 from tests.support.conversations import Turn, turn_trace
+from tests.support.feedback import VERDICT, create_feedback_topics, send_feedback
 from tests.support.judge import SECRET_KEY
 from tests.support.prometheus_server import PrometheusServer, prometheus_binary, rules_with_short_for
 from tests.support.sessions import create_session_topic, produce_turns
@@ -112,6 +113,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     judge_server.reset(judge)
     spans = await new_topic("spans", partitions=2)
     scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
+    feedback = await create_feedback_topics(kafka_bootstrap, unique_name, new_topic, partitions=1)
     # support-bot's second version beside its first from the start: the version comparisons have runs to compare.
     generator = TrafficGenerator(seed=17, rollout=dataclasses.replace(DEMO_ROLLOUT, after=0))
     await produce_traces(kafka_bootstrap, spans, list(generator.traces(20)), poison={3: POISON})
@@ -136,6 +138,9 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 {"id": "whole", "kind": "content-similarity", "targets": {"scope": "trace"}},
                 # Conversations: turns through the internal topic, windows closed after a second of quiet.
                 {"id": "frustration", "kind": "user-frustration", "judge": "default", "targets": {"scope": "session"}},
+                # Can the scores be trusted: a boolean judge in YAML with a canary, and human feedback on it and on
+                # prompt alignment (numbers) joined to their scores.
+                {**VERDICT, "canary": {"dataset": str(canary_dataset(tmp_path)), "every_s": 1}},
             ],
             runtime={"trace_buffer": {"idle_s": 0.5}},
         ),
@@ -148,6 +153,7 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
     await create_session_topic(kafka_bootstrap, internal, 1)
     sidecar.config["sessions"] = {"topic": internal, "idle_s": 1}
     sidecar.config["versions"] = {"min_runs": 2}  # a comparison decides its reference window after a few runs
+    sidecar.config["feedback"] = feedback.config()
     judges = sidecar.config["judges"]
     judges["capped"] = {**judges["default"], "model": "openai/gpt-4o", "spend_cap_usd_per_hour": 0.002}
     sidecar.workdir.mkdir()
@@ -160,7 +166,18 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
         async def traffic() -> None:  # keeps flowing while Prometheus scrapes, so every rate has data
             said = 0
             while True:
-                await produce_traces(kafka_bootstrap, spans, list(generator.traces(6)))
+                traces = list(generator.traces(6))
+                await produce_traces(kafka_bootstrap, spans, traces)
+                # People label them as they arrive (their feedback waits for the scores): half disagree.
+                await send_feedback(
+                    kafka_bootstrap,
+                    feedback.feedback,
+                    [
+                        {"traceId": t.trace_id, "spanId": t.agent_span_id, "name": name, "value": value}
+                        for i, t in enumerate(traces)
+                        for name, value in (("verdict", i % 2 == 0), ("prompt-alignment", 0.9 if i % 2 else 0.2))
+                    ],
+                )
                 # A new two-turn conversation every round: each closes a second after its last turn.
                 conversation = f"conv-{said}"
                 turns = [Turn("my order is late", "it ships today"), Turn("still late, this is annoying", "sorry")]
@@ -177,6 +194,9 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
                 "scoring_sidecar_judge_spend_cap_usd",
                 'scoring_sidecar_score_count{scorer="frustration"}',
                 "scoring_sidecar_version_delta_upper",
+                "scoring_sidecar_judge_human_kappa >= -1",  # finite: both verdicts given and judged
+                "scoring_sidecar_judge_human_mae >= 0",
+                "scoring_sidecar_canary_agreement",
             ]
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
@@ -247,6 +267,16 @@ async def test_dashboard_and_rules_against_a_real_prometheus_scraping_the_sideca
         prometheus.stop()
         sidecar.kill()
     assert time.monotonic() - started < 60
+
+
+def canary_dataset(workdir: Path, n: int = 6) -> Path:
+    """A labelled set for a canary: one-turn runs, each with the verdict a person gave it (every other one true)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "canary.jsonl"
+    rows = [{"input": f"question {i} [{'yes' if i % 2 else 'no'}]", "output": f"answer {i}", "expected": i % 2 == 1}
+            for i in range(n)]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 def dead_port() -> int:
@@ -340,3 +370,95 @@ async def test_an_unreachable_judge_fires_judge_paused_in_a_real_prometheus(
     assert [line for line in log.splitlines() if "probe call 1 failed" in line and cause in line]
     assert "SECRET" not in log
     assert time.monotonic() - started < 60
+
+
+async def test_a_judge_whose_answers_change_fires_judge_drift_in_a_real_prometheus_and_a_steady_one_does_not(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., Any],
+    unique_name: Callable[[str], str],
+    judge_server: JudgeServer,
+) -> None:
+    """Two judges written in YAML, each with a canary scored every second: the scripted judge answers both as their
+    labels say, then (once the drifting one's baseline is scraped) answers the drifting one the other way round.
+    The project's rules (``for:`` cut to 3 s) fire JudgeDrift for it, never for the steady one."""
+    drifted = asyncio.Event()
+
+    def judge(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        system = next(m["content"] for m in messages if m["role"] == "system")
+        prompt = next(m["content"] for m in messages if m["role"] == "user")
+        passed = "[yes]" in prompt
+        if system.startswith("DRIFTING") and drifted.is_set():
+            passed = not passed
+        return Reply.json({"reason": "as it reads", "passed": passed})
+
+    judge_server.reset(judge)
+    spans = await new_topic("spans", partitions=1)
+    scores, dead = await new_topic("scores", partitions=1), await new_topic("dead", partitions=1)
+    dataset = str(canary_dataset(tmp_path / "canary", n=8))
+    canary = {"dataset": dataset, "every_s": 1, "min_agreement": 0.8, "max_drift": 0.1}
+    judges = [
+        {**VERDICT, "id": name, "options": {**VERDICT["options"], "instructions": f"{name.upper()}: is it right?"},
+         "canary": canary}
+        for name in ("steady", "drifting")
+    ]  # fmt: skip
+    metrics_port = free_port()
+    sidecar = SidecarProcess(
+        sidecar_config(
+            bootstrap=kafka_bootstrap,
+            spans_topic=spans,
+            scores_topic=scores,
+            dead_topic=dead,
+            group=unique_name("group"),
+            judge_url=judge_server.url,
+            metrics_port=metrics_port,
+            scorers=judges,
+        ),
+        tmp_path / "sidecar",
+        env={"JUDGE_API_KEY": SECRET_KEY},
+    )
+    sidecar.workdir.mkdir()
+    rules = rules_with_short_for(RULE_FILES, tmp_path / "rules", 3)
+    prometheus = PrometheusServer(tmp_path / "prometheus", targets=[f"127.0.0.1:{metrics_port}"], rule_files=rules)
+    sidecar.start()
+    prometheus.start()
+    try:
+        await asyncio.gather(sidecar.wait_ready(), prometheus.wait_ready())
+
+        async def value(expr: str) -> list[float]:
+            return finite_samples(await prometheus.query(expr))
+
+        deadline = time.monotonic() + 30
+        while await value('scoring_sidecar_canary_baseline_agreement{scorer="drifting"}') != [1.0]:
+            assert time.monotonic() < deadline, "the drifting judge's canary baseline was never scraped"
+            await asyncio.sleep(0.2)
+        assert await value('scoring_sidecar_canary_agreement{scorer="steady"}') == [1.0]
+        drifted.set()
+
+        seen: dict[str, list[str]] = {"steady": [], "drifting": []}
+        alert: dict[str, Any] = {}
+        deadline = time.monotonic() + 45
+        while "firing" not in seen["drifting"]:
+            assert time.monotonic() < deadline, f"JudgeDrift never fired (seen: {seen})"
+            for each in (await prometheus.api("alerts"))["data"]["alerts"]:
+                if each["labels"]["alertname"] == "JudgeDrift":
+                    states = seen[each["labels"]["scorer"]]
+                    if not states or states[-1] != each["state"]:
+                        states.append(each["state"])
+                    alert = each
+            await asyncio.sleep(0.2)
+        assert seen == {"steady": [], "drifting": ["pending", "firing"]}, seen
+        assert alert["labels"]["severity"] == "page"
+        assert alert["annotations"]["summary"] == "Judge drifting drifted: its canary agrees on 0% of the labels"
+        # The state behind it: the drifting judge now disagrees with every label, the steady one agrees with all.
+        assert await value('scoring_sidecar_canary_agreement{scorer="drifting"}') == [0.0]
+        assert await value('scoring_sidecar_canary_agreement{scorer="steady"}') == [1.0]
+        assert await value('scoring_sidecar_canary_baseline_agreement{scorer="drifting"}') == [1.0]
+        # Canary runs are kept out of the score and run series the alignment alerts read.
+        assert await value("count(scoring_sidecar_score_count)") == []
+        assert (await value('sum(scoring_sidecar_canary_items_total{outcome="scored"})'))[0] >= 32
+        assert sidecar.terminate() == 0
+    finally:
+        prometheus.stop()
+        sidecar.kill()

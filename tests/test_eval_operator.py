@@ -80,7 +80,7 @@ def test_csv_header_problems_are_reported_once_with_row_problems(tmp_path: Path)
     assert raised.value.problems == [
         f"{headless}:1: unknown column 'Input' (did you mean 'input'?)",
         f"{headless}:1: unknown column 'answer' (allowed: input, output, ground_truth, request_context, context, "
-        "id, system)",
+        "id, system, expected)",
         f"{headless}:1: the header has no 'input' column",
         f"{headless}:1: the header has no 'output' column",
     ]

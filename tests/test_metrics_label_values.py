@@ -11,7 +11,7 @@ from typing import get_args
 
 from exporters.prometheus import SidecarMetrics
 from sidecar.core.deadletters import DeadLetterReason
-from sidecar.core.observers import IngestSkipReason, JudgePauseReason, JudgeState, SkipOutcome
+from sidecar.core.observers import FeedbackOutcome, IngestSkipReason, JudgePauseReason, JudgeState, SkipOutcome
 from sidecar.core.runs import ReadyReason
 from sidecar.core.scored import RunOutcome
 from sidecar.runtime.judge_gate import PAUSE_REASONS, GateState
@@ -38,6 +38,7 @@ def test_the_series_exported_before_any_event_carry_the_declared_names() -> None
 
     assert label_values(metrics, "scoring_sidecar_dead_letters_total", "reason") == {r.value for r in DeadLetterReason}
     assert label_values(metrics, "scoring_sidecar_traces_ready_total", "reason") == set(get_args(ReadyReason))
+    assert label_values(metrics, "scoring_sidecar_feedback_records_total", "outcome") == set(get_args(FeedbackOutcome))
     calls = label_values(metrics, "scoring_sidecar_judge_calls_total", "outcome", judge_model=MODEL)
     assert calls == set(get_args(JudgeCallOutcome))
     assert label_values(metrics, "scoring_sidecar_judge_state", "state", judge_model=MODEL) == set(get_args(JudgeState))

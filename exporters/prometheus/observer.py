@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, disable_created_metrics
 from prometheus_client.metrics import MetricWrapperBase
 
+from exporters.prometheus.alignment import FEEDBACK_OUTCOMES, AlignmentFamilies
 from exporters.prometheus.families import (
     ContentJoinFamilies,
     ExporterFamilies,
@@ -52,6 +53,7 @@ from sidecar.core import ScoredRun
 from sidecar.core.label_values import bounded_label
 from sidecar.core.observers import (
     ContentWaitOutcome,
+    FeedbackOutcome,
     IngestSkipReason,
     JudgeState,
     LimitName,
@@ -61,6 +63,7 @@ from sidecar.core.observers import (
     SkipOutcome,
 )
 from sidecar.core.runs import SCOPES, ReadyReason, SessionCloseReason
+from sidecar.scoring.agreement import AgreementStats
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -115,6 +118,7 @@ class SidecarMetrics(ServiceObserver):
         self.traces = TraceFamilies(self.registry)
         self.sessions = SessionFamilies(self.registry)
         self.content = ContentJoinFamilies(self.registry)
+        self.alignment = AlignmentFamilies(self.registry)
 
     def _child(self, metric: MetricWrapperBase, *label_values: str) -> Any:
         """``metric.labels(*label_values)`` (values in declaration order), looked up once per series."""
@@ -428,6 +432,61 @@ class SidecarMetrics(ServiceObserver):
 
     def exporter_dropped(self, name: str, reason: str, n: int = 1) -> None:
         self._child(self.exporters.dropped, name, reason).inc(n)
+
+    # -- human feedback and the judge canary -----------------------------------------------------------
+    def set_agreement_floor(self, scorer: str, floor: float) -> None:
+        """The floor ``JudgeDisagreesWithHumans`` holds ``scorer``'s agreement to (and its counters at 0)."""
+        alignment = self.alignment
+        alignment.min_agreement.labels(scorer=scorer).set(floor)
+        for agreed in ("true", "false"):
+            self._child(alignment.pairs, scorer, agreed)
+        self._child(alignment.unmatched, scorer)
+
+    def set_canary_bounds(self, scorer: str, min_agreement: float, max_drift: float) -> None:
+        """What ``JudgeDrift`` holds ``scorer``'s canary to (and its counters at 0)."""
+        alignment = self.alignment
+        alignment.canary_min_agreement.labels(scorer=scorer).set(min_agreement)
+        alignment.canary_max_drift.labels(scorer=scorer).set(max_drift)
+        for outcome in ("scored", "failed"):
+            self._child(alignment.canary_items, scorer, outcome)
+
+    def feedback_received(self, outcome: FeedbackOutcome) -> None:
+        check_label(outcome, FEEDBACK_OUTCOMES, "feedback outcome")
+        self._child(self.alignment.records, outcome).inc()
+
+    def feedback_paired(self, scorer: str, agreed: bool) -> None:
+        self._child(self.alignment.pairs, scorer, "true" if agreed else "false").inc()
+
+    def feedback_unmatched(self, scorer: str, n: int) -> None:
+        if n:
+            self._child(self.alignment.unmatched, scorer).inc(n)
+
+    def feedback_held(self, feedback: int, scores: int) -> None:
+        self._child(self.alignment.held, "feedback").set(feedback)
+        self._child(self.alignment.held, "scores").set(scores)
+
+    def judge_human_agreement(self, scorer: str, stats: AgreementStats) -> None:
+        alignment = self.alignment
+        self._child(alignment.agreement, scorer).set(_or_nan(stats.share))
+        self._child(alignment.kappa, scorer).set(_or_nan(stats.kappa))
+        self._child(alignment.mae, scorer).set(_or_nan(stats.mae))
+        self._child(alignment.window_pairs, scorer).set(stats.pairs)
+
+    def canary_finished(
+        self, scorer: str, stats: AgreementStats, mean_score: float | None, failed: int, baseline: float | None
+    ) -> None:
+        alignment = self.alignment
+        self._child(alignment.canary_items, scorer, "scored").inc(stats.pairs)
+        self._child(alignment.canary_items, scorer, "failed").inc(failed)
+        if stats.pairs:  # a round the judge answered nothing of leaves the last values (the failures say why)
+            self._child(alignment.canary_agreement, scorer).set(_or_nan(stats.share))
+            self._child(alignment.canary_score, scorer).set(_or_nan(mean_score))
+        if baseline is not None:
+            self._child(alignment.canary_baseline, scorer).set(baseline)
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _exemplar(trace_id: str | None) -> dict[str, str] | None:

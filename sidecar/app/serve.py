@@ -10,9 +10,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from exporters import session_turns
+from exporters import session_turns, topic_publisher
 from exporters.http_server import MetricsServer
 from exporters.prometheus import SidecarMetrics
 from sidecar.app.assembly import Assembly, assemble
@@ -22,6 +22,7 @@ from sidecar.core.observers import ServiceObserver
 from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig
 from sidecar.runtime.agent_labels import AgentLabels
+from sidecar.runtime.canary import CanaryPlan, JudgeCanary
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.engine import Engine
 from sidecar.runtime.service import ScoringService
@@ -29,6 +30,7 @@ from sidecar.runtime.signals import DEFAULT_STOP_SIGNALS, stop_on_signals
 from sidecar.runtime.sources import RecordSource
 from sidecar.runtime.stages import build_stages, facts_of
 from sidecar.runtime.startup import listen_failure
+from sidecar.runtime.stopping import cancel_and_wait
 from sidecar.settings import Settings
 
 __all__ = ["ingest_for", "kept_resource_attributes", "kept_span_attributes", "run_service", "serve", "service_for"]
@@ -69,10 +71,14 @@ async def run_service(
         watchdog.phase_source = lambda: service.stop_phase
     server: MetricsServer | None = None
     intake: asyncio.Task[None] | None = None
+    canaries: asyncio.Task[None] | None = None
     try:
         server = await _metrics_server(settings, assembly, service, metrics_socket)
         if runtime.intake_log_interval_s > 0:
             intake = asyncio.create_task(log_intake(tally, runtime.intake_log_interval_s, stop), name="intake log")
+        canary = _canary(settings, assembly)
+        if canary is not None:
+            canaries = asyncio.create_task(canary.run(stop), name="judge canary")
         tune_gc()
         await service.run(stop)
     finally:
@@ -81,9 +87,29 @@ async def run_service(
             watchdog.phase = "closing the metrics server and the judge clients"
         if intake is not None:
             intake.cancel()
+        if canaries is not None:
+            await cancel_and_wait(canaries)
         if server is not None:
             await server.stop()
         await assembly.aclose()
+
+
+def _canary(settings: Settings, assembly: Assembly) -> JudgeCanary | None:
+    """The judge canary of the scorers that configure one (docs/feedback.md), through their bound judges."""
+    plans = []
+    by_id = {configured.scorer.id: configured for configured in assembly.scorers}
+    for scorer in settings.scorers:
+        canary = scorer.canary
+        if canary is None:
+            continue
+        plans.append(
+            CanaryPlan(by_id[scorer.id], tuple(canary.items()), canary.every_s, canary.agree_within, canary.baseline)
+        )
+        if assembly.metrics is not None:
+            assembly.metrics.set_canary_bounds(scorer.id, canary.min_agreement, canary.max_drift)
+    if not plans:
+        return None
+    return JudgeCanary(plans, assembly.observer, timeout_s=settings.runtime.run_timeout_s)
 
 
 def ingest_for(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> IngestConfig:
@@ -130,6 +156,8 @@ def service_for(
         ingest=ingest,
         sessions=settings.sessions.limits() if settings.sessions is not None else None,
         turn_topic=_turn_topic(settings, assembly),
+        feedback=settings.feedback.limits(settings.exporters.kafka_scores.topic) if settings.feedback else None,
+        feedback_topics=_feedback_topics(settings, assembly),
     )
     return ScoringService(
         engine=engine,
@@ -162,6 +190,35 @@ def _turn_topic(settings: Settings, assembly: Assembly) -> session_turns.Session
             topic.name, lambda: topic.outstanding, drop_reasons=session_turns.DROP_REASONS
         )
     return topic
+
+
+def _feedback_topics(
+    settings: Settings, assembly: Assembly
+) -> tuple[topic_publisher.TopicPublisher, topic_publisher.TopicPublisher] | None:
+    """The feedback join's writers: its compacted state topic (partition p keeps lane p) and the pairs' topic."""
+    feedback = settings.feedback
+    if feedback is None:
+        return None
+    kafka = settings.kafka
+    limits = feedback.limits(settings.exporters.kafka_scores.topic)
+    bootstrap, options, observer = kafka.bootstrap_servers_str, kafka.producer_options(), assembly.observer
+    state = topic_publisher.TopicPublisher(
+        "feedback_state", bootstrap, limits.state, options,
+        what="feedback state", partitioner=topic_publisher.PartitionNumber(), observer=observer,
+    )  # fmt: skip
+    pairs = topic_publisher.TopicPublisher("feedback_pairs", bootstrap, limits.pairs, options, what="feedback pair",
+                                           observer=observer)  # fmt: skip
+    metrics = assembly.metrics
+    if metrics is not None:
+        for writer in (state, pairs):
+            metrics.register_exporter(writer.name, _pending_of(writer), drop_reasons=topic_publisher.DROP_REASONS)
+        for configured in assembly.scorers:
+            metrics.set_agreement_floor(configured.scorer.id, limits.floor_of(configured.scorer.id))
+    return state, pairs
+
+
+def _pending_of(writer: topic_publisher.TopicPublisher) -> Callable[[], int]:
+    return lambda: writer.outstanding
 
 
 def kept_resource_attributes(settings: Settings, scorers: Sequence[ConfiguredScorer]) -> frozenset[str]:

@@ -1,7 +1,8 @@
 """What one worker process may use when ``runtime.workers`` processes share a pod's configuration.
 
 The configuration states the pod's budget: a judge's ``max_concurrency``, ``rpm``, ``tpm`` and spend cap,
-the runtime's in-flight bounds, the trace buffer's and the conversations' (``sessions.max_bytes``). Each worker
+the runtime's in-flight bounds, the trace buffer's, the conversations' (``sessions.max_bytes``) and
+what feedback holds (``feedback.max_held``). Each worker
 gets its part, so N workers together never ask a provider for more than one process would have (each worker
 keeps its own gate: no shared state).
 """
@@ -44,10 +45,17 @@ def settings_for_worker(settings: Settings, index: int, count: int) -> Settings:
         )
     # Each worker compares its share of the runs and any worker's verdict pages: the level is split between them.
     versions = settings.versions.model_copy(update={"replicas": settings.versions.replicas * count})
+    feedback = settings.feedback
+    if feedback is not None:  # each worker holds what waits on its own lanes
+        feedback = feedback.model_copy(update={"max_held": worker_share(feedback.max_held, index, count)})
+    # The canary runs in worker 0 only: one round per replica, not one per worker.
+    scorers = settings.scorers if index == 0 else tuple(s.model_copy(update={"canary": None}) for s in settings.scorers)
     return settings.model_copy(
         update={
+            "scorers": scorers,
             "sessions": sessions,
             "versions": versions,
+            "feedback": feedback,
             "judges": {name: _judge_for_worker(j, index, count) for name, j in settings.judges.items()},
             "runtime": runtime.model_copy(
                 update={

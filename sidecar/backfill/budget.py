@@ -82,6 +82,8 @@ def backfill_settings(settings: Settings, scorer_ids: Sequence[str], budget: Jud
         update={
             "scorers": chosen,
             "sessions": None,
+            # The live service's feedback stage joins the backfilled scores: it reads them from the score topic.
+            "feedback": None,
             "judges": {name: budget.limit(judge) for name, judge in settings.judges.items()},
             "runtime": runtime,
         }

@@ -75,4 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded("backfill", lambda: commands.backfill(args))
     if args.command == "compare":
         return _guarded("compare", lambda: commands.compare(args))
+    if args.command == "corrections":
+        return _guarded("corrections", lambda: commands.corrections(args))
     return 2

@@ -43,6 +43,28 @@ def preview(args: argparse.Namespace) -> int:
     return preview_main(options)
 
 
+def corrections(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    from sidecar.corrections import CorrectionsOptions
+    from sidecar.corrections import main as corrections_main
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    options = CorrectionsOptions(
+        config=Path(args.config),
+        scorer=args.scorer,
+        start=args.start,
+        end=args.end,
+        output=Path(args.output) if args.output else None,
+        lookback_s=args.lookback,
+        every_pair=args.all,
+    )
+    return corrections_main(options)
+
+
 def _invalid(config: str, error: SettingsError) -> int:
     """Print every problem of an invalid configuration (key, line, message); the exit status 2."""
     print(f"config INVALID: {config}", file=sys.stderr)
@@ -415,4 +437,6 @@ def eval_(args: argparse.Namespace) -> int:
         progress=args.progress,
         allow_failures=args.allow_failures,
         records=args.records,
+        min_agreement=args.min_agreement,
+        agree_within=args.agree_within,
     )

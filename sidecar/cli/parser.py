@@ -83,11 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "eval",
         help="score a dataset offline with the configured scorers; exit 1 when a threshold is breached, 3 when runs "
         "failed",
-        description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context) with "
-        "the scorers of the configuration file and print a summary table. Exit 0: every run scored (or not "
-        "scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside its "
-        "threshold; 2: invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge "
-        "refused, timed out or answered out of shape), so the averages leave items out (--allow-failures: 0).",
+        description="Score every item of DATASET (JSONL or CSV: input, output, ground_truth, request_context, "
+        "expected) with the scorers of the configuration file and print a summary table. Exit 0: every run scored "
+        "(or not scorable) and every threshold holds; 1: a scorer's average (normalised by its scale) falls outside "
+        "its threshold, or its agreement with the items' expected verdicts (a person's) is under --min-agreement; 2: "
+        "invalid configuration, dataset or thresholds (nothing scored); 3: runs failed (the judge refused, timed out "
+        "or answered out of shape), so the averages leave items out (--allow-failures: 0).",
     )
     evaluate.add_argument("dataset", metavar="DATASET", help="a .jsonl or .csv file (with --records: OTLP records)")
     evaluate.add_argument(
@@ -107,6 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--thresholds", metavar="FILE", help="YAML: scorer id -> MIN or {min, max} (--threshold overrides)"
+    )
+    evaluate.add_argument(
+        "--min-agreement",
+        type=float,
+        metavar="SHARE",
+        help="exit 1 when a scorer agrees with the items' expected verdicts (a person's) on less than this share of "
+        "them (the CI gate for a judge's change; docs/feedback.md)",
+    )
+    evaluate.add_argument(
+        "--agree-within",
+        type=float,
+        default=0.2,
+        metavar="D",
+        help="a number agrees with an expected number within D on the 0–1 scale (default 0.2)",
     )
     evaluate.add_argument("--concurrency", type=int, default=8, help="scorer runs in flight (default 8)")
     evaluate.add_argument(
@@ -149,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_preview(commands)
     _add_backfill(commands)
     _add_compare(commands)
+    _add_corrections(commands)
     commands.add_parser(
         "kinds",
         help="list the prebuilt scorer kinds (judge, live or eval only, options with defaults)",
@@ -301,6 +317,33 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     bar.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, help="a progress line every 30 s"
     )
+
+
+def _add_corrections(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    corrections = commands.add_parser(
+        "corrections",
+        help="a window's disagreements between a judge in YAML and people, as its examples_file for review",
+        description="Read the feedback pairs topic over a window (no consumer group, nothing committed), keep the "
+        "scorer's pairs where judge and person disagree, rebuild each one's run from the traces topic, and write "
+        "them as JSONL of input, output, expected verdict and reason: the llm-judge's examples_file, for a person to "
+        "review and commit (docs/feedback.md). Exit 0: written (even none); 2: invalid configuration, option, topic "
+        "or window; 4: the broker unreachable.",
+    )
+    corrections.add_argument("--config", required=True, metavar="FILE", help="the YAML configuration of the service")
+    corrections.add_argument("--scorer", required=True, metavar="ID", help="the judge written in YAML (kind llm-judge)")
+    corrections.add_argument(
+        "--from", dest="start", required=True, metavar="TIME", help="the window's start (as backfill: -7d, ISO 8601)"
+    )
+    corrections.add_argument("--to", dest="end", metavar="TIME", help="the window's end, exclusive (default: now)")
+    corrections.add_argument("--output", "-o", metavar="FILE", help="write the JSONL here (default: stdout)")
+    corrections.add_argument(
+        "--lookback",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long before its score a run's trace may have been written (default 3600)",
+    )
+    corrections.add_argument("--all", action="store_true", help="every pair, not only the disagreements")
 
 
 def _add_preview(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,3 +14,4 @@ class DeadLetterReason(StrEnum):
     TOO_LARGE = "too_large"  # a selected span over max_input_bytes: reported, never scored as 0
     UNMAPPABLE = "unmappable"  # a selected span whose messages cannot be parsed
     INTERNAL_ERROR = "internal_error"  # a bug met this record; it is set aside so the partition moves on
+    INVALID_FEEDBACK = "invalid_feedback"  # a feedback record that cannot be read or joined (docs/feedback.md)

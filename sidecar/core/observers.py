@@ -19,6 +19,7 @@ from typing import Literal
 
 from sidecar.core.runs import ReadyReason, SessionCloseReason
 from sidecar.core.scored import ScoredRun
+from sidecar.scoring.agreement import AgreementStats
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -26,6 +27,7 @@ from sidecar.scoring.types import JudgeCall
 
 __all__ = [
     "ContentWaitOutcome",
+    "FeedbackOutcome",
     "IngestSkipReason",
     "JudgePauseReason",
     "JudgeState",
@@ -65,6 +67,10 @@ SessionTurnOutcome = Literal["published", "no_conversation", "sampled_out", "buf
 # send, an agent name too long for a label, an agent past max_agent_labels, a record's runs past
 # max_runs_per_record.
 LimitName = Literal["dead_letter_bytes", "agent_label_chars", "agent_labels", "runs_per_record"]
+# What became of a feedback record (docs/feedback.md): it met its score (paired), waits for it (held), was met before
+# (duplicate: a redelivery, or the same label sent twice), came after hold_s (unmatched), or cannot be used (invalid:
+# a dead letter).
+FeedbackOutcome = Literal["paired", "held", "duplicate", "unmatched", "invalid"]
 
 
 class ServiceObserver:
@@ -126,6 +132,29 @@ class ServiceObserver:
     def session_restored(self, topic: str, partition: int, seconds: float, records: int) -> None:
         """A partition of the internal topic was read from the beginning after its assignment: its open windows
         are rebuilt from ``records`` records (turns, markers, tombstones), ``seconds`` after the assignment."""
+
+    # -- human feedback and the judge canary (docs/feedback.md) ------------------------------------------
+    def feedback_received(self, outcome: FeedbackOutcome) -> None:
+        """A feedback record was read."""
+
+    def feedback_paired(self, scorer: str, agreed: bool) -> None:
+        """A feedback met the score of its subject by ``scorer``; whether judge and person agree."""
+
+    def feedback_unmatched(self, scorer: str, n: int) -> None:
+        """``n`` feedback records for ``scorer`` expired (``feedback.hold_s``, or ``max_held``) without their score."""
+
+    def feedback_held(self, feedback: int, scores: int) -> None:
+        """Feedback records waiting for their score, and scores held for feedback, after a change."""
+
+    def judge_human_agreement(self, scorer: str, stats: AgreementStats) -> None:
+        """The statistics of ``scorer``'s last ``feedback.window`` pairs changed."""
+
+    def canary_finished(
+        self, scorer: str, stats: AgreementStats, mean_score: float | None, failed: int, baseline: float | None
+    ) -> None:
+        """A round of ``scorer``'s canary ended: its labelled set scored by the live judge (``failed`` items without a
+        score), compared with the labels; ``mean_score`` on 0–1; ``baseline``: the agreement it is held to (the
+        configured one, else the first this process measured)."""
 
     # -- runs --------------------------------------------------------------------------------------------
     def runs_skipped(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +21,9 @@ from sidecar.demo.config import (
     DEAD_LETTER_TOPIC,
     DEFAULT_REAL_JUDGE,
     DEMO_SCORERS,
+    FEEDBACK_STATE_TOPIC,
+    FEEDBACK_TOPIC,
+    FEEDBACK_TOPICS,
     SCORES_TOPIC,
     SESSIONS_TOPIC,
     SPANS_TOPIC,
@@ -35,7 +40,9 @@ from sidecar.demo.config import (
 from sidecar.demo.metrics_port import port_problem, taken_port_line, wait_until_serving
 from sidecar.demo.summary import DemoSummary, lower_is_better, render_summary
 from sidecar.embedded.broker import EmbeddedBroker, create_topics
+from sidecar.embedded.canary import write_canary_dataset
 from sidecar.embedded.conversations import ConversationTraffic
+from sidecar.embedded.feedback import human_labels
 from sidecar.embedded.heuristic_judge import STAND_IN_MODEL, STAND_IN_NOTICE, heuristic_reply
 from sidecar.embedded.traffic import AGENTS, DEMO_ROLLOUT, TrafficGenerator
 from sidecar.testing.judge_server import JudgeServer
@@ -96,6 +103,9 @@ async def _produce(
             turn = counter[0] % CONVERSATION_EVERY == CONVERSATION_EVERY - 1
             trace = conversations.turn() if turn else generator.trace()
             await producer.send(SPANS_TOPIC, trace.request.SerializeToString(), key=trace.key)
+            if not turn:  # a reviewer labels some runs: their labels wait in the feedback join for the scores
+                for label in human_labels(trace, counter[0]):
+                    await producer.send(FEEDBACK_TOPIC, json.dumps(label).encode(), key=trace.key)
             counter[0] += 1
             next_at += period
             delay = next_at - time.monotonic()
@@ -145,9 +155,6 @@ async def _report(
 async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
     """Run until ``options.duration_s`` passes or SIGINT/SIGTERM; 0 on a clean stop, 2 when the metrics port
     cannot be served, 1 when the service failed."""
-    from sidecar.app.serve import run_service
-    from sidecar.runtime.startup import StartupFailure
-
     out = out or sys.stdout
     if options.metrics_port:
         problem = port_problem(options.metrics_host, options.metrics_port)
@@ -155,11 +162,19 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             print(problem, file=sys.stderr)
             return 2
     started = time.monotonic()
-    stop_all = asyncio.Event()
     stand_in = not wants_real_judge(options)
     notice = empty_key_notice(options)
     if notice is not None:
         print(notice, file=out)
+    with tempfile.TemporaryDirectory(prefix="scoring-sidecar-demo-") as workdir:
+        return await _demo(options, out, stand_in=stand_in, started=started, workdir=workdir)
+
+
+async def _demo(options: DemoOptions, out: TextIO, *, stand_in: bool, started: float, workdir: str) -> int:
+    from sidecar.app.serve import run_service
+    from sidecar.runtime.startup import StartupFailure
+
+    stop_all = asyncio.Event()
     counter = [0]
     summary = DemoSummary()
     async with _embedded(stand_in, stop_all, out) as (broker, judge_server):
@@ -174,6 +189,7 @@ async def run_demo(options: DemoOptions, *, out: TextIO | None = None) -> int:
             metrics_port=port,
             otlp_endpoint=options.otlp_endpoint,
             otlp_protocol=options.otlp_protocol,
+            canary_dataset=write_canary_dataset(Path(workdir)),
         )
         summary.lower_is_better = lower_is_better(settings)
         agents = ", ".join(f"{a.name} ({a.convention})" for a in AGENTS)
@@ -314,8 +330,8 @@ async def _embedded(
         await broker.start_async()
         await create_topics(
             broker.bootstrap_servers,
-            {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1, SESSIONS_TOPIC: 3},
-            configs={SESSIONS_TOPIC: COMPACTED},
+            {SPANS_TOPIC: 3, SCORES_TOPIC: 3, DEAD_LETTER_TOPIC: 1, SESSIONS_TOPIC: 3, **FEEDBACK_TOPICS},
+            configs={SESSIONS_TOPIC: COMPACTED, FEEDBACK_STATE_TOPIC: {"cleanup.policy": "compact"}},
         )
         if stand_in:
             judge_server = await JudgeServer(heuristic_reply, record=False).start()
@@ -352,7 +368,11 @@ async def run_serve(options: DemoOptions, config_path: Path, *, out: TextIO | No
     counter = [0]
     async with _embedded(not wants_real_judge(options), stop, out) as (broker, judge_server):
         judge_url = judge_server.url if judge_server is not None else None
-        text = serve_config_yaml(options, bootstrap=broker.bootstrap_servers, judge_url=judge_url)
+        # Next to the configuration, by its absolute path: `run` may start from another directory.
+        dataset = await asyncio.to_thread(lambda: write_canary_dataset(config_path.resolve().parent))
+        text = serve_config_yaml(
+            options, bootstrap=broker.bootstrap_servers, judge_url=judge_url, canary_dataset=dataset
+        )
         await asyncio.to_thread(write_private, config_path, text)
         agents = ", ".join(a.name for a in AGENTS)
         print(f"broker: {broker.bootstrap_servers} (topics {SPANS_TOPIC}, {SCORES_TOPIC})", file=out)

@@ -20,6 +20,8 @@ __all__ = [
     "DEAD_LETTER_TOPIC",
     "DEFAULT_REAL_JUDGE",
     "DEMO_SCORERS",
+    "FEEDBACK_TOPIC",
+    "FEEDBACK_TOPICS",
     "GROUP_ID",
     "SCORES_TOPIC",
     "SESSIONS_TOPIC",
@@ -49,6 +51,12 @@ CONVERSATION_EVERY = 3
 SESSIONS_TOPIC = "otlp_spans.session_turns"
 SESSION_IDLE_S = 8.0
 COMPACTED = {"cleanup.policy": "compact,delete"}
+# Human labels joined to the scores (docs/feedback.md): the feedback topic (as many partitions as the score topic),
+# the join's compacted state topic and the pairs' topic, as an operator creates them.
+FEEDBACK_TOPIC = "agent_feedback"
+FEEDBACK_STATE_TOPIC = "agent_feedback.join_state"
+FEEDBACK_TOPICS = {FEEDBACK_TOPIC: 3, FEEDBACK_STATE_TOPIC: 3, f"{SCORES_TOPIC}.feedback_pairs": 1}
+CANARY_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -75,9 +83,14 @@ def demo_config(
     metrics_port: int | str,
     otlp_endpoint: str | None = None,
     otlp_protocol: str = "grpc",
+    canary_dataset: Path | None = None,
 ) -> dict[str, Any]:
     """The demo's configuration as the YAML a user would write: the targets select the synthetic agents' spans
-    (agent spans, no sampling; tool-call accuracy on the one agent that calls tools)."""
+    (agent spans, no sampling; tool-call accuracy on the one agent that calls tools); with ``canary_dataset``, prompt
+    alignment's judge canary on it every 30 s."""
+    alignment: dict[str, Any] = {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"}
+    if canary_dataset is not None:
+        alignment["canary"] = {"dataset": str(canary_dataset), "every_s": CANARY_EVERY_S}
     return {
         "log_level": "WARNING",
         "kafka": {
@@ -91,7 +104,7 @@ def demo_config(
         },
         "judges": {"default": judge},
         "scorers": [
-            {"id": "prompt-alignment", "kind": "prompt-alignment", "judge": "default"},
+            alignment,
             {"id": "answer-relevancy", "kind": "answer-relevancy", "judge": "default"},
             {"id": "toxicity", "kind": "toxicity", "judge": "default"},
             {
@@ -104,6 +117,7 @@ def demo_config(
             *conversation_scorers(),
         ],
         "sessions": {"topic": SESSIONS_TOPIC, "idle_s": SESSION_IDLE_S},
+        "feedback": {"topic": FEEDBACK_TOPIC, "state_topic": FEEDBACK_STATE_TOPIC, "hold_s": 600, "window": 100},
         "runtime": {"commit_interval_s": 1.0, "shutdown_timeout_s": 5, "run_timeout_s": 60},
         "exporters": {
             "prometheus": {"host": metrics_host, "port": metrics_port},
@@ -127,6 +141,7 @@ def demo_settings(
     metrics_port: int,
     otlp_endpoint: str | None = None,
     otlp_protocol: str = "grpc",
+    canary_dataset: Path | None = None,
 ) -> Settings:
     """The demo's configuration, validated by the same loader as a user's file (and its ${VAR} rules)."""
     config = demo_config(
@@ -136,6 +151,7 @@ def demo_settings(
         metrics_port=metrics_port,
         otlp_endpoint=otlp_endpoint,
         otlp_protocol=otlp_protocol,
+        canary_dataset=canary_dataset,
     )
     return load_settings(yaml.safe_dump(config, sort_keys=False), environ={})
 
@@ -144,7 +160,13 @@ def _variable(name: str, default: str | None) -> str:
     return f"${{{name}:-{default}}}" if default else f"${{{name}}}"
 
 
-def serve_config_yaml(options: DemoOptions, *, bootstrap: str | None = None, judge_url: str | None = None) -> str:
+def serve_config_yaml(
+    options: DemoOptions,
+    *,
+    bootstrap: str | None = None,
+    judge_url: str | None = None,
+    canary_dataset: Path | None = None,
+) -> str:
     """A configuration for ``scoring-sidecar run`` against ``demo --serve``: the demo's scorers, with the
     broker, the stand-in judge and the metrics port as ``${VAR}`` (defaulting to the running demo's, when
     given), so the same file serves a demo on another port or a broker of your own."""
@@ -159,6 +181,7 @@ def serve_config_yaml(options: DemoOptions, *, bootstrap: str | None = None, jud
         metrics_port=_variable("METRICS_PORT", str(options.metrics_port or 9464)),
         otlp_endpoint=options.otlp_endpoint,
         otlp_protocol=options.otlp_protocol,
+        canary_dataset=canary_dataset,
     )
     config["log_level"] = "INFO"  # a newcomer sees the service join the group and start scoring
     header = (

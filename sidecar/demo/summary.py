@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from sidecar.app.judge_health import JudgeHealth
 from sidecar.core import ScoredRun
 from sidecar.core.observers import ServiceObserver, SkipOutcome
+from sidecar.scoring.agreement import AgreementStats
 from sidecar.scoring.judge.errors import ShedReason
 from sidecar.scoring.judge.model import JudgeModel
 from sidecar.scoring.judge.protocol import ChatRequest
@@ -95,6 +96,10 @@ class DemoSummary(ServiceObserver):
     lower_is_better: frozenset[str] = frozenset()
     # The reason behind failures, holds and sheds, in words: a count alone does not say what to fix.
     health: JudgeHealth = field(init=False)
+    # The judge's agreement with the demo's reviewer (docs/feedback.md), per scorer, as the gauges say it.
+    agreement: dict[str, AgreementStats] = field(default_factory=dict)
+    # The judge canary's last round per scorer: its agreement with the labels, over how many items, the baseline.
+    canary: dict[str, tuple[float, int, float | None]] = field(default_factory=dict)
     _score_latency: dict[str, _Window] = field(default_factory=dict)  # scorer →
     _judge_latency: _Window | None = None
 
@@ -152,6 +157,15 @@ class DemoSummary(ServiceObserver):
             cell.not_scorable += 1
         else:
             cell.failed += 1
+
+    def judge_human_agreement(self, scorer: str, stats: AgreementStats) -> None:
+        self.agreement[scorer] = stats
+
+    def canary_finished(
+        self, scorer: str, stats: AgreementStats, mean_score: float | None, failed: int, baseline: float | None
+    ) -> None:
+        if stats.share is not None:
+            self.canary[scorer] = (stats.share, stats.pairs, baseline)
 
     def judge_state_changed(self, judge: str, state: str) -> None:
         self.health.judge_state_changed(judge, state)
@@ -247,6 +261,18 @@ def render_summary(
             f"p95 {_seconds(q[1])}  "
             f"p99 {_seconds(q[2])}"
         )
+    agreeing = [
+        f"{scorer} {stats.share:.2f} of {stats.pairs} pairs"
+        + (f" (kappa {stats.kappa:.2f})" if stats.kappa is not None else "")
+        + (f" (MAE {stats.mae:.2f})" if stats.mae is not None else "")
+        for scorer, stats in sorted(summary.agreement.items())
+        if stats.share is not None
+    ]
+    if agreeing:
+        lines.append(f"judge–human agreement (the demo's reviewer, docs/feedback.md): {', '.join(agreeing)}")
+    for scorer, (share, items, baseline) in sorted(summary.canary.items()):
+        held = f", baseline {baseline:.2f}" if baseline is not None else ""
+        lines.append(f"judge canary of {scorer}: agrees with {share:.2f} of its {items} labelled items{held}")
     lines.append(f"dead letters: {summary.dead_letters:.0f}")
     lines.extend(summary.health.explain())
     return "\n".join(lines)

@@ -19,15 +19,25 @@ from sidecar.app.judge_keys import judges_without_key
 from sidecar.conventions.session_turns import TurnCaps
 from sidecar.core import ScoredRun
 from sidecar.core.observers import Observers
+from sidecar.eval.agreement import agreement_report, render_agreement
 from sidecar.eval.dataset import DatasetError, EvalError, EvalItem, load_dataset
 from sidecar.eval.records import RecordFile, ingest_for_records, read_record_file
-from sidecar.eval.report import EvalReport, EvalTally, ItemResult, Progress, render_report, write_results
+from sidecar.eval.report import (
+    EXIT_BREACHED,
+    EvalReport,
+    EvalTally,
+    ItemResult,
+    Progress,
+    render_report,
+    write_results,
+)
 from sidecar.eval.thresholds import Threshold, load_thresholds, parse_threshold
 from sidecar.ingest import IngestConfig
 from sidecar.runtime.attempt import ScorerAttempt, attempt_scorer
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.stages import facts_of
 from sidecar.scoring import ScorerRunError
+from sidecar.scoring.agreement import DEFAULT_AGREE_WITHIN
 from sidecar.settings import EvalSettings, SettingsError, load_eval_settings
 
 __all__ = ["ProgressCallback", "evaluate", "main", "run_eval", "stand_in_settings"]
@@ -263,13 +273,20 @@ def main(
     progress: bool | None,
     allow_failures: bool = False,
     records: bool = False,
+    min_agreement: float | None = None,
+    agree_within: float = DEFAULT_AGREE_WITHIN,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """The ``eval`` command. 0: every run scored and within thresholds; 1: a threshold breached; 2: invalid
-    input; 3: runs failed (0 with ``allow_failures``)."""
+    """The ``eval`` command. 0: every run scored and within thresholds; 1: a threshold breached, or a scorer's
+    agreement with the items' expected verdicts under ``min_agreement``; 2: invalid input; 3: runs failed (0 with
+    ``allow_failures``)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    for value, option in ((min_agreement, "--min-agreement"), (agree_within, "--agree-within")):
+        if value is not None and not 0.0 <= value <= 1.0:
+            print(f"eval: {option} must be from 0 to 1 (a share), got {value:g}", file=err)
+            return 2
     try:
         settings = load_eval_settings(config)
         from sidecar.app.scorer_factory import build_scorers
@@ -320,8 +337,16 @@ def main(
         print(f"eval: {exc}", file=err)
         return 2
     print(render_report(report, allow_failures=allow_failures), file=out)
+    agreement = agreement_report(report, {s.id: s.scale for s in settings.scorers}, agree_within=agree_within)
+    if agreement.stats:
+        print(render_agreement(agreement, min_agreement), file=out)
+    elif min_agreement is not None:
+        print("eval: --min-agreement: no scored item carries an expected verdict to agree with", file=err)
+        return 2
     if output is not None:
         with output.open("w", encoding="utf-8") as fh:
             count = write_results(report, fh)
         print(f"wrote {count} results to {output}", file=out)
+    if min_agreement is not None and agreement.below(min_agreement):
+        return EXIT_BREACHED
     return report.exit_status(allow_failures=allow_failures)

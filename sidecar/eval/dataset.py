@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import io
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,8 @@ _LIVE_CAPS = TurnCaps()
 MAX_ITEM_DEPTH = 64
 
 # The fields of a one-turn item, and of a conversation (an item with turns, for scope session scorers).
-_TURN_ITEM_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system")
-_CONVERSATION_FIELDS = ("turns", "system", "id", "ground_truth", "request_context")
+_TURN_ITEM_FIELDS = ("input", "output", "ground_truth", "request_context", "context", "id", "system", "expected")
+_CONVERSATION_FIELDS = ("turns", "system", "id", "ground_truth", "request_context", "expected")
 _FIELDS = (*_TURN_ITEM_FIELDS, "turns")
 
 
@@ -77,6 +78,9 @@ class EvalItem:
     # A run a stage built from OTLP records (``eval --records``): the run itself, and the one scorer it is for.
     run: ScorerRunRequest | None = None
     scorer_id: str | None = None
+    # A person's verdict (a number on the scorer's scale, a boolean, a label), for every scorer or by scorer id:
+    # eval compares it with the score (sidecar.eval.agreement). Not part of the item's identity (its score ids).
+    expected: Any = None
 
     @classmethod
     def of_run(cls, run: ScorerRunRequest, scorer_id: str, *, index: int, where: str) -> EvalItem:
@@ -215,6 +219,7 @@ def _item_from(data: Any, index: int, line: int, where: str) -> EvalItem:
         id=None if item_id in (None, "") else str(item_id),
         system=system or None,
         context=documents,
+        expected=_expected_from(data.get("expected"), where),
     )
 
 
@@ -255,7 +260,47 @@ def _conversation_from(data: Mapping[str, Any], index: int, line: int, where: st
         id=None if item_id in (None, "") else str(item_id),
         system=system or None,
         turns=turns,
+        expected=_expected_from(data.get("expected"), where),
     )
+
+
+def _expected_from(value: Any, where: str) -> Any:
+    """``expected``: a verdict (a number, a boolean, a label) for every scorer, or an object of scorer id → verdict.
+    In CSV, ``true``/``false`` and numbers are read as such, anything else as a label; a JSON object as the
+    per-scorer form."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise EvalError(f"{where}: 'expected' is not valid JSON") from None
+        else:
+            return _verdict_text(text)
+    if isinstance(value, Mapping):
+        verdicts = {str(scorer): _verdict(verdict, where) for scorer, verdict in value.items()}
+        return {scorer: verdict for scorer, verdict in verdicts.items() if verdict is not None}
+    return _verdict(value, where)
+
+
+def _verdict(value: Any, where: str) -> bool | float | str | None:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    raise EvalError(f"{where}: 'expected' must be a number, a boolean or a label (or an object of them by scorer id)")
+
+
+def _verdict_text(text: str) -> bool | float | str:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
 
 
 def _context_from(value: Any, where: str) -> tuple[str, ...] | None:

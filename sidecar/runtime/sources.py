@@ -17,9 +17,10 @@ consumer's group id.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalOperation
@@ -31,6 +32,7 @@ __all__ = [
     "RecordSource",
     "RestoringSubscription",
     "from_beginning",
+    "read_ranges",
     "topic_partitions",
 ]
 
@@ -225,3 +227,39 @@ async def _committed(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | No
     except IllegalOperation:  # a consumer without a group commits nothing, so resumes nothing
         return None
     return offset
+
+
+async def read_ranges(
+    consumer: AIOKafkaConsumer,
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    each: Callable[[TopicPartition, Any], None],
+    *,
+    stall_s: float = 30.0,
+) -> int:
+    """Every record of each partition's ``[start, end)``, handed to ``each`` in order per partition; how many were
+    read. ``consumer`` has no group (it is assigned the partitions and seeks; unassigned after). A partition is done
+    once its position passes its end (a compacted topic leaves gaps); ``TimeoutError`` when nothing arrives for
+    ``stall_s`` short of an end."""
+    pending = {tp for tp, (start, end) in ranges.items() if end > start}
+    consumer.assign(sorted(pending, key=lambda tp: (tp.topic, tp.partition)))
+    for tp in pending:
+        consumer.seek(tp, ranges[tp][0])
+    records = 0
+    progress = time.monotonic()
+    while pending:
+        batches = await consumer.getmany(*pending, timeout_ms=200)
+        for tp, batch in batches.items():
+            start, end = ranges[tp]
+            for record in batch:
+                if start <= record.offset < end:
+                    each(tp, record)
+                    records += 1
+                    progress = time.monotonic()
+        for tp in list(pending):
+            if await consumer.position(tp) >= ranges[tp][1]:
+                pending.discard(tp)
+        if pending and time.monotonic() - progress > stall_s:
+            listed = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(pending))
+            raise TimeoutError(f"read nothing for {stall_s:g} s short of the end of {listed}")
+    consumer.assign([])
+    return records

@@ -16,7 +16,7 @@ Rules:
   ``SecretStr``: masked in ``repr`` and in :meth:`Settings.redacted_dict` (the dump safe to log).
 
 Layout: one module per block of the file (``kafka``, ``judges``, ``scorers``, ``runtime``, ``sessions``,
-``versions``, ``exporters``), ``root``
+``versions``, ``feedback``, ``exporters``), ``root``
 (the whole file and its cross-block rules), ``base`` (what the blocks share), ``loading`` (YAML with lines, ``${ENV}``,
 pydantic errors mapped to paths, lines and key suggestions), ``errors`` (what both report).
 """
@@ -29,6 +29,7 @@ from sidecar.settings.exporters import (
     PhoenixExporterSettings,
     PrometheusExporterSettings,
 )
+from sidecar.settings.feedback import FeedbackSettings
 from sidecar.settings.judges import CircuitBreakerSettings, JudgeSettings
 from sidecar.settings.kafka import KafkaSecuritySettings, KafkaSettings
 from sidecar.settings.loading import expand_env, load_eval_settings, load_settings, load_settings_as_written
@@ -42,6 +43,7 @@ __all__ = [
     "CircuitBreakerSettings",
     "EvalSettings",
     "ExportersSettings",
+    "FeedbackSettings",
     "JudgeSettings",
     "KafkaScoresExporterSettings",
     "KafkaSecuritySettings",

@@ -21,6 +21,7 @@ from sidecar.scoring.judge.model import JudgeModel
 from sidecar.settings.base import _Frozen, _non_empty, redact
 from sidecar.settings.errors import _problem
 from sidecar.settings.exporters import ExportersSettings
+from sidecar.settings.feedback import FeedbackSettings
 from sidecar.settings.judges import JudgeSettings
 from sidecar.settings.kafka import KafkaSettings
 from sidecar.settings.redaction import RedactSettings, effective_redaction, switched
@@ -63,6 +64,8 @@ class EvalSettings(_Frozen):
     redact: RedactSettings | None = None
     # Agent versions: where they are read, and the comparison of each agent's newest one (docs/versions.md).
     versions: VersionsSettings = VersionsSettings()
+    # Human feedback joined to the scores (docs/feedback.md); read by a live service only.
+    feedback: FeedbackSettings | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"  # the service's log level, any case
     _source: _Provenance = PrivateAttr(default_factory=lambda: _Provenance())
 
@@ -161,6 +164,13 @@ class Settings(EvalSettings):
         return self
 
     @model_validator(mode="after")
+    def _live_feedback(self) -> Settings:
+        problems = self._feedback_problems()
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    @model_validator(mode="after")
     def _live_exporters(self) -> Settings:
         view = SettingsView(
             scorer_ids=tuple(scorer.id for scorer in self.scorers),
@@ -194,3 +204,41 @@ class Settings(EvalSettings):
         if sessions.topic in taken:
             return [_problem(("sessions", "topic"), "must differ from the input, dead-letter and score topics")]
         return []
+
+    def _feedback_problems(self) -> list[InitErrorDetails]:
+        feedback = self.feedback
+        if feedback is None:
+            return []
+        problems: list[InitErrorDetails] = []
+        scores = self.exporters.kafka_scores
+        if not scores.enabled:
+            problems.append(
+                _problem(("feedback",), "feedback joins the score records: exporters.kafka_scores must be enabled")
+            )
+        ids = {scorer.id for scorer in self.scorers}
+        known = ", ".join(sorted(ids))
+        for name, scorer_id in feedback.names.items():
+            if scorer_id not in ids:
+                problems.append(_problem(("feedback", "names", name), f"no scorer {scorer_id!r} (scorers: {known})"))
+        for scorer_id, floor in feedback.min_agreement_by_scorer.items():
+            if scorer_id not in ids:
+                problems.append(
+                    _problem(("feedback", "min_agreement_by_scorer", scorer_id), f"no such scorer (scorers: {known})")
+                )
+            elif not 0.0 <= floor <= 1.0:
+                problems.append(_problem(("feedback", "min_agreement_by_scorer", scorer_id), "a share from 0 to 1"))
+        limits = feedback.limits(scores.topic)
+        taken = {*self.kafka.topics, self.kafka.dead_letter_topic, scores.topic}
+        if self.sessions is not None:
+            taken.add(self.sessions.topic)
+        for key, topic in (("topic", limits.topic), ("state_topic", limits.state), ("pairs_topic", limits.pairs)):
+            if topic in taken:
+                problems.append(
+                    _problem(
+                        ("feedback", key),
+                        f"{topic!r} must differ from the input, dead-letter, score and conversation topics and from "
+                        "the feedback block's other topics",
+                    )
+                )
+            taken.add(topic)
+        return problems

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import (
     BaseModel,
     Field,
+    FilePath,
     ValidationError,
     field_validator,
     model_validator,
@@ -20,12 +21,13 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sidecar.conventions.selection import AttributePredicate, NameFilter, Selection, SpanKind
 from sidecar.core.runs import SCOPES, Scope
+from sidecar.runtime.canary import CanaryItem, DatasetProblem, load_canary_items
 from sidecar.scorers.catalog import scorer_kinds
 from sidecar.scorers.registry import ScorerKind
 from sidecar.settings.base import _Frozen, _non_empty
 from sidecar.settings.errors import _message, _problem
 
-__all__ = ["ScorerSettings", "ScorerTargets", "parse_python_kind", "scope_refusal"]
+__all__ = ["CanarySettings", "ScorerSettings", "ScorerTargets", "parse_python_kind", "scope_refusal"]
 
 
 _PYTHON_KIND = re.compile(r"^python:\s*(?P<module>[A-Za-z_][\w.]*):(?P<factory>[A-Za-z_]\w*)$")
@@ -89,6 +91,30 @@ class ScorerTargets(_Frozen):
         return self
 
 
+class CanarySettings(_Frozen):
+    """The judge canary (docs/feedback.md): a labelled set scored through the live judge every ``every_s``."""
+
+    dataset: FilePath  # JSONL: {"input", "output", "expected"} per line (id, system, ground_truth, context optional)
+    every_s: float = Field(default=3600.0, ge=1.0, le=7 * 86400)  # how often the set is scored (one round)
+    # JudgeDrift fires when the agreement falls under min_agreement, or moves from its baseline by more than max_drift.
+    min_agreement: float = Field(default=0.8, ge=0.0, le=1.0)
+    max_drift: float = Field(default=0.1, ge=0.0, le=1.0)  # how far the agreement may move from its baseline
+    # The agreement the canary is held to; unset: the first round each process measures.
+    baseline: float | None = Field(default=None, ge=0.0, le=1.0)
+    agree_within: float = Field(default=0.2, ge=0.0, le=1.0)  # numbers agree within this much on 0–1
+
+    @model_validator(mode="after")
+    def _readable(self) -> CanarySettings:
+        try:
+            load_canary_items(self.dataset)
+        except DatasetProblem as exc:
+            raise ValidationError.from_exception_data(type(self).__name__, [_problem(("dataset",), str(exc))]) from None
+        return self
+
+    def items(self) -> list[CanaryItem]:
+        return load_canary_items(self.dataset)
+
+
 ScorerId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")]
 
 
@@ -106,6 +132,8 @@ class ScorerSettings(_Frozen):
     sampling: float = Field(default=1.0, ge=0.0, le=1.0)
     targets: ScorerTargets = ScorerTargets()
     scale: float = Field(default=1.0, gt=0)  # the score's maximum, to normalise metrics to [0, 1]
+    # A labelled set scored through the live judge every every_s (``run`` only): is the judge itself drifting?
+    canary: CanarySettings | None = None
 
     @field_validator("sampling", mode="before")
     @classmethod
@@ -159,6 +187,15 @@ class ScorerSettings(_Frozen):
             raise ValidationError.from_exception_data(
                 type(self).__name__,
                 [_problem(("targets", "scope"), scope_refusal(kind.name, scopes, self.targets.scope))],
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _canary_of_one_turn(self) -> ScorerSettings:
+        if self.canary is not None and self.targets.scope == "session":
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [_problem(("canary",), "a canary's items are one-turn runs: a conversation scorer has no canary")],
             )
         return self
 

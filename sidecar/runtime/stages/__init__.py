@@ -7,9 +7,11 @@ writes under ``targets.scope`` to what the engine does with it.
   --records``, ``backfill``'s sample), through each stage's own assembly;
 - :func:`build_stages`: the live stages of a service, built by the composition root and handed to the service.
 
-A new stage (later: human feedback joined to scores) is a module here with its :class:`~.base.Stage`, its
-:class:`~.base.Assembly` and its facts, and a line in :data:`STAGES`. The content join (``content``) is a stage that
-scores no scope: it stands in front of the span and trace stages when logs topics are configured, and feeds them.
+A new stage of a scope is a module here with its :class:`~.base.Stage`, its :class:`~.base.Assembly` and its facts,
+and a line in :data:`STAGES`. The content join (``content``) is a stage that scores no scope: it stands in front of
+the span and trace stages when logs topics are configured, and feeds them. A stage of no scope (``feedback``: human
+verdicts joined to the sidecar's scores, which starts no runs) is built by :func:`build_stages` when configured;
+offline commands have nothing to ask it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from sidecar.ingest.kafka import DeadLetterPublisher
 from sidecar.ingest.pipeline import IngestConfig, read_record
 from sidecar.runtime.configured import ConfiguredScorer
 from sidecar.runtime.engine import Engine
+from sidecar.runtime.feedback import FeedbackLimits, JoinedScorer
+from sidecar.runtime.feedback.topics import RecordWriter
 from sidecar.runtime.sessions import SessionLimits, TurnPublishing, TurnTopic
 from sidecar.runtime.stages.base import (
     Assembly,
@@ -36,6 +40,7 @@ from sidecar.runtime.stages.base import (
     set_aside,
 )
 from sidecar.runtime.stages.content import ContentJoinStage
+from sidecar.runtime.stages.feedback import FeedbackStage
 from sidecar.runtime.stages.session import SessionAssembly, SessionStage
 from sidecar.runtime.stages.span import SpanAssembly, SpanStage
 from sidecar.runtime.stages.trace import TraceAssembly, TraceFollower, TraceStage
@@ -54,6 +59,7 @@ __all__ = [
     "StageRun",
     "build_stages",
     "facts_of",
+    "joined_scorer",
     "offline_records",
     "offline_runs",
     "set_aside",
@@ -86,6 +92,13 @@ def offline_records(values: Iterable[tuple[bytes, str]], ingest: IngestConfig) -
             continue
         records.append(OfflineRecord(read.traces, value if whole else None, where, offset))
     return OfflineRecords(records, undecodable)
+
+
+def joined_scorer(configured: ConfiguredScorer) -> JoinedScorer:
+    """What the feedback join knows of a scorer: whether a conversation is its subject, its scale and version."""
+    scorer = configured.scorer
+    conversations = facts_of(configured).unit == "conversation"
+    return JoinedScorer(scorer.id, conversations, configured.scale, scorer.fingerprint, scorer.version)
 
 
 def _by_scope(scorers: Sequence[ConfiguredScorer]) -> dict[Scope, list[ConfiguredScorer]]:
@@ -130,9 +143,12 @@ def build_stages(
     ingest: IngestConfig,
     sessions: SessionLimits | None = None,
     turn_topic: TurnTopic | None = None,
+    feedback: FeedbackLimits | None = None,
+    feedback_topics: tuple[RecordWriter, RecordWriter] | None = None,
 ) -> tuple[Stage, ...]:
     """The live stages of ``scorers``: span runs at once; whole traces for trace scorers and for stage 1 of
-    conversations (which follows the whole-trace stage); conversations from their own topic."""
+    conversations (which follows the whole-trace stage); conversations from their own topic; human feedback joined
+    to the scores (``feedback_topics``: the state and pairs topics' writers)."""
     grouped = _by_scope(scorers)
     stages: list[Stage] = []
     observer, dispatcher = engine.observer, engine.dispatcher
@@ -192,6 +208,22 @@ def build_stages(
                 topic=turn_topic,
                 traces=traces,
                 dispatcher=dispatcher,
+                observer=observer,
+                runtime=engine.limits,
+            )
+        )
+    if feedback is not None:
+        if feedback_topics is None:
+            raise ValueError("feedback needs the writers of its state and pairs topics")
+        state, pairs = feedback_topics
+        joined = {c.scorer.id: joined_scorer(c) for c in scorers}
+        stages.append(
+            FeedbackStage(
+                feedback,
+                joined,
+                state=state,
+                pairs=pairs,
+                dead_letters=dead_letters,
                 observer=observer,
                 runtime=engine.limits,
             )

@@ -13,12 +13,14 @@
           Does the answer promise a refund the policy does not allow?
         output: {type: categories, labels: {compliant: 1, borderline: 0.5, violation: 0}}
         better: higher
+        examples_file: refund-policy.corrections.jsonl   # optional: corrected verdicts as few-shot examples
 
 analyze (prompt: the template rendered over the run; the answer through a JSON schema built from the output
 type) → generate_score (function: the answer's score, and its label) → generate_reason (function: the judge's
 reason). One judge call per run. The judge's system message is the instructions, the answer format and the
 notice that quoted content is data. Variables, the template engine and the output types: ``llm_judge_variables``,
-``llm_judge_template``, ``llm_judge_output``; the guide is docs/custom-judges.md.
+``llm_judge_template``, ``llm_judge_output``; corrections as few-shot examples before the prompt:
+``llm_judge_examples``; the guide is docs/custom-judges.md.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -37,6 +40,14 @@ from pydantic_core import PydanticCustomError
 
 from sidecar.core.config import config_problem
 from sidecar.core.runs import SCOPES, Scope
+from sidecar.scorers.custom.llm_judge_examples import (
+    ExamplesProblem,
+    JudgeExample,
+    check_examples,
+    examples_section,
+    read_examples_file,
+    with_examples,
+)
 from sidecar.scorers.custom.llm_judge_output import (
     CategoriesOutput,
     JudgeVerdict,
@@ -78,6 +89,26 @@ class LlmJudgeOptions(ScorerOptions):
     better: Direction = "higher"
     # Number and boolean outputs: the score's maximum (None → 1). Categories score as their labels say.
     scale: float | None = Field(default=None, gt=0)
+    # Corrected verdicts as few-shot examples before the prompt (docs/feedback.md): inline, or a JSONL file of
+    # {input, output, expected, reason} (``scoring-sidecar corrections`` writes one); read when the file is loaded.
+    examples: tuple[JudgeExample, ...] = ()
+    examples_file: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_examples_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        path = data.get("examples_file", data.get("examplesFile"))
+        if path in (None, ""):
+            return data
+        if data.get("examples"):
+            raise PydanticCustomError("settings", "{detail}", {"detail": "give examples or examples_file, not both"})
+        try:
+            examples = read_examples_file(Path(path))
+        except ExamplesProblem as exc:
+            raise PydanticCustomError("settings", "{detail}", {"detail": f"examples_file: {exc}"}) from None
+        return {**data, "examples": examples}
 
     @field_validator("instructions")
     @classmethod
@@ -108,6 +139,13 @@ class LlmJudgeOptions(ScorerOptions):
                 type(self).__name__,
                 [config_problem(("scale",), "categories score as their labels say: write each label's score")],
             )
+        try:
+            check_examples(self.examples, self.output)
+        except ExamplesProblem as exc:
+            where = "examples_file" if self.examples_file is not None else "examples"
+            raise ValidationError.from_exception_data(
+                type(self).__name__, [config_problem((where,), str(exc))]
+            ) from None
         return self
 
     @property
@@ -125,13 +163,15 @@ def _version(options: LlmJudgeOptions) -> str:
     # What decides a score: another instruction, template, output type, scale or direction (the judge reads which
     # way is better, and the labels in that order) is another scorer, with other score ids; the same YAML gives
     # the same ids in every process.
-    payload = {
+    payload: dict[str, Any] = {
         "instructions": options.instructions,
         "prompt": options.prompt,
         "output": canonical(options.output),
         "scale": options.scale,
         "better": options.better,
     }
+    if options.examples:  # only then: a judge without examples keeps its score ids
+        payload["examples"] = [example.canonical() for example in options.examples]
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
     return f"llm-judge:1:{digest[:16]}"
 
@@ -179,7 +219,7 @@ def create_llm_judge_scorer(*, model: str | JudgeModel, options: LlmJudgeOptions
         )
         .analyze(
             description="Judge the run against the configured criterion",
-            create_prompt=analyze_prompt,
+            create_prompt=with_examples(analyze_prompt, examples_section(opts.examples, output)),
             output_schema=verdict_schema(output, opts.better),
         )
         .generate_score(generate_score)
@@ -195,6 +235,7 @@ def _prompt_tokens(options: LlmJudgeOptions) -> int:
     empty = {name: () if VARIABLES[name].item else "" for name in template.variables}
     schema = json.dumps(native_response_format(verdict_schema(options.output, options.better), "analyze"))
     chars = len(judge_instructions(options)) + len(template.render(empty)) + len(schema)
+    chars += len(examples_section(options.examples, options.output))
     return math.ceil(chars / _CHARS_PER_TOKEN)
 
 
