@@ -184,6 +184,14 @@ def test_dashboard_has_the_promised_panels_and_variables() -> None:
         assert panel["datasource"]["uid"] == target["datasource"]["uid"] == "${datasource}", panel["title"]
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
+    # No two panels on the same cell of the grid (Grafana would push one down, out of its row).
+    cells: dict[tuple[int, int], str] = {}
+    for panel in board["panels"]:
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[(x, y)]!r}"
+                cells[(x, y)] = panel["title"]
 
 
 def test_grafana_provisioning_points_at_the_dashboard_and_tempo() -> None:
